@@ -1,0 +1,138 @@
+"""Transformer block TFLOPS, forward and forward+backward, as the transformers-benchmarks notebook measures them.
+
+Blocks are in training mode (dropout on, autograd recording), as in the notebook, so fwd is the forward pass
+of a training step and fwd+bwd is counted as three forwards. The attention implementation is set explicitly
+and the one that actually ran is recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schemas import LayerMetrics, LayerParams
+
+from .. import models
+from ..errors import Unsupported
+from ..flops import layer_flops
+from ..target import Target
+from .base import Benchmark, Case, Context, Outcome
+
+
+@dataclass(frozen=True)
+class LayerGrid:
+    model: str
+    seq_lens: tuple[int, ...]
+    batches: tuple[int, ...]
+    dtypes: tuple[str, ...] = ("fp16",)
+    modes: tuple[str, ...] = ("fwd", "fwd+bwd")
+    attn_implementation: str = "sdpa"
+
+
+class _LayerBenchmark(Benchmark):
+    KIND = "layer"
+    BLOCK: str
+    Grid = LayerGrid
+
+    def cases(self, target: Target) -> list[Case]:
+        shape = models.SHAPES[self.grid.model]
+        cases = []
+        for dtype in self.grid.dtypes:
+            for seq in self.grid.seq_lens:
+                for batch in self.grid.batches:
+                    for mode in self.grid.modes:
+                        flops = layer_flops(
+                            batch, seq, shape.hidden, shape.ffn, mode=mode, cross_attention=self._cross
+                        )
+                        params = LayerParams(
+                            model=shape.name,
+                            block=self.BLOCK,  # type: ignore[arg-type]
+                            hidden=shape.hidden,
+                            heads=shape.heads,
+                            ffn=shape.ffn,
+                            batch=batch,
+                            seq_len=seq,
+                            dtype=dtype,  # type: ignore[arg-type]
+                            mode=mode,  # type: ignore[arg-type]
+                            attn_implementation=self.grid.attn_implementation,
+                            flops_per_call=flops,
+                        )
+                        cases.append(Case(label=f"{dtype} {mode} b={batch} s={seq}", params=params))
+        return cases
+
+    @property
+    def _cross(self) -> bool:
+        return self.BLOCK == "t5_decoder_block"
+
+    def __init__(self, grid: Any) -> None:
+        super().__init__(grid)
+        self._built: tuple[tuple[str, str, str], Any] | None = None
+
+    def _module(self, params: LayerParams, ctx: Context) -> Any:
+        """Build the block once per dtype and device; later cases reuse it."""
+        key = (params.dtype, params.attn_implementation, ctx.target.label)
+        if self._built is None or self._built[0] != key:
+            self._built = None
+            ctx.free_memory()
+            shape = models.SHAPES[params.model]
+            layer = models.block(shape, self.BLOCK, params.attn_implementation)
+            layer = layer.to(device=ctx.target.torch_device(), dtype=ctx.target.torch_dtype(params.dtype))
+            layer.train()
+            self._built = (key, layer)
+        return self._built[1]
+
+    def run(self, case: Case, ctx: Context) -> Outcome:
+        import torch
+
+        params = case.params
+        assert isinstance(params, LayerParams)
+        reason = ctx.target.unsupported_reason(params.dtype)
+        if reason:
+            raise Unsupported(reason)
+        layer = self._module(params, ctx)
+        device, dtype = ctx.target.torch_device(), ctx.target.torch_dtype(params.dtype)
+        x = torch.randn(params.batch, params.seq_len, params.hidden, device=device, dtype=dtype)
+        kwargs = {"encoder_hidden_states": x} if self._cross else {}
+
+        def forward() -> torch.Tensor:
+            return models.first_tensor(layer(x, **kwargs))
+
+        def forward_backward() -> None:
+            forward().sum().backward()
+
+        call = forward if params.mode == "fwd" else forward_backward
+        with models.observe_attention(params.attn_implementation) as ran:
+            call()
+        attention = ran()
+        timed = ctx.measure(call)
+        metrics = LayerMetrics(tflops=params.flops_per_call / timed.stats.median_s / 1e12)
+        refined = params.model_copy(update={"attn_implementation": attention})
+        flags = ("launch_bound",) if timed.launch_bound else ()
+        return Outcome(metrics=metrics, timing=timed.stats, params=refined, flags=flags)
+
+    def close(self) -> None:
+        self._built = None
+
+
+class BertLayerBenchmark(_LayerBenchmark):
+    NAME = "layer_bert"
+    BLOCK = "bert_layer"
+    DESCRIPTION = "BERT-large layer TFLOPS, fwd and fwd+bwd, over batch and sequence length"
+
+
+class Gpt2BlockBenchmark(_LayerBenchmark):
+    NAME = "layer_gpt2"
+    BLOCK = "gpt2_block"
+    DESCRIPTION = "GPT-2-medium block TFLOPS, fwd and fwd+bwd, over batch and sequence length"
+
+
+class T5EncoderBenchmark(_LayerBenchmark):
+    NAME = "layer_t5_encoder"
+    BLOCK = "t5_encoder_block"
+    DESCRIPTION = "T5-large encoder block TFLOPS, fwd and fwd+bwd"
+
+
+class T5DecoderBenchmark(_LayerBenchmark):
+    NAME = "layer_t5_decoder"
+    BLOCK = "t5_decoder_block"
+    DESCRIPTION = "T5-large decoder block (with cross-attention) TFLOPS, fwd and fwd+bwd"

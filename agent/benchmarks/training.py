@@ -1,0 +1,157 @@
+"""A whole model's training step (forward, backward, AdamW step) at the largest batch that fits.
+
+Reports samples/s, tokens/s, achieved TFLOPS with PaLM's 6N + 12LHQT FLOPs per token, MFU against the card's
+datasheet peak for the precision used, and peak memory. The batch search walks down from a cap, catching
+out-of-memory, so a small card finds its batch without crashing the suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from schemas import TrainingMetrics, TrainingParams
+
+from .. import models
+from ..errors import is_oom
+from ..flops import training_flops_per_token
+from ..target import Target
+from ..physics import peak_tflops
+from .base import Benchmark, Case, Context, Outcome
+
+TASKS = {"bert": "mlm", "gpt2": "clm"}
+
+
+@dataclass(frozen=True)
+class TrainingGrid:
+    model: str
+    seq_len: int
+    batch_cap: int
+    search: bool = True  # False: run exactly batch_cap
+    attn_implementation: str = "sdpa"
+
+
+def precision_for(target: Target) -> str:
+    """bf16 autocast where the device has fast bf16, else plain fp32."""
+    if target.kind == "cuda" and target.unsupported_reason("bf16") is None:
+        return "bf16-autocast"
+    return "fp32"
+
+
+class _TrainingBenchmark(Benchmark):
+    KIND = "training"
+    Grid = TrainingGrid
+
+    def cases(self, target: Target) -> list[Case]:
+        import torch
+
+        shape = models.SHAPES[self.grid.model]
+        with torch.device("meta"):
+            n_params = models.dense_params(models.language_model(shape, self.grid.attn_implementation))
+        params = TrainingParams(
+            model=shape.name,
+            task=TASKS[shape.family],  # type: ignore[arg-type]
+            batch=self.grid.batch_cap,
+            seq_len=self.grid.seq_len,
+            precision=precision_for(target),  # type: ignore[arg-type]
+            optimizer="adamw",
+            n_params=n_params,
+            flops_per_token=training_flops_per_token(
+                n_params, shape.layers, shape.heads, shape.hidden // shape.heads, self.grid.seq_len
+            ),
+            batch_search="max_fit" if self.grid.search else "fixed",
+            batch_cap=self.grid.batch_cap if self.grid.search else None,
+            attn_implementation=self.grid.attn_implementation,  # type: ignore[arg-type]
+        )
+        label = f"{shape.name} seq={self.grid.seq_len} batch{'<=' if self.grid.search else '='}{self.grid.batch_cap}"
+        return [Case(label=label, params=params)]
+
+    def run(self, case: Case, ctx: Context) -> Outcome:
+        import torch
+
+        params = case.params
+        assert isinstance(params, TrainingParams)
+        shape = models.SHAPES[params.model]
+        if params.seq_len > shape.max_positions and shape.family != "t5":
+            raise ValueError(f"seq_len {params.seq_len} exceeds {shape.name}'s {shape.max_positions} positions")
+        device = ctx.target.torch_device()
+        ctx.free_memory()
+        with device:
+            model = models.language_model(shape, params.attn_implementation)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.target.kind == "cuda")
+        autocast = params.precision == "bf16-autocast"
+        try:
+            batch, step = self._fit(model, optimizer, params, ctx, autocast)
+            with models.observe_attention(params.attn_implementation) as ran:
+                step()
+            if ctx.target.kind == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            timed = ctx.measure(step, flush=False, graphable=False)
+            peak_memory = int(torch.cuda.max_memory_allocated(device)) if ctx.target.kind == "cuda" else None
+        finally:
+            del optimizer, model
+            ctx.free_memory()
+        seconds = timed.stats.median_s
+        tokens_per_s = batch * params.seq_len / seconds
+        tflops = tokens_per_s * params.flops_per_token / 1e12
+        peak = peak_tflops(ctx.target, "bf16" if autocast else "fp32")
+        metrics = TrainingMetrics(
+            samples_per_s=batch / seconds,
+            tokens_per_s=tokens_per_s,
+            tflops=tflops,
+            mfu=tflops / peak if peak else None,
+            peak_memory_bytes=peak_memory,
+        )
+        refined = params.model_copy(update={"batch": batch, "attn_implementation": ran()})
+        return Outcome(metrics=metrics, timing=timed.stats, params=refined)
+
+    def _fit(
+        self, model: Any, optimizer: Any, params: TrainingParams, ctx: Context, autocast: bool
+    ) -> tuple[int, Callable[[], None]]:
+        """The largest batch (halving from the cap) whose whole step runs, and that step."""
+        batch = params.batch
+        while True:
+            step = self._step(model, optimizer, params, ctx, batch, autocast)
+            try:
+                step()
+                return batch, step
+            except Exception as exc:
+                if not is_oom(exc) or params.batch_search == "fixed" or batch == 1:
+                    raise
+            # Outside the except block, so the traceback no longer pins the failed step's tensors.
+            del step
+            optimizer.zero_grad(set_to_none=True)
+            optimizer.state.clear()
+            ctx.free_memory()
+            batch //= 2
+
+    def _step(
+        self, model: Any, optimizer: Any, params: TrainingParams, ctx: Context, batch: int, autocast: bool
+    ) -> Callable[[], None]:
+        import torch
+
+        device = ctx.target.torch_device()
+        vocab = models.SHAPES[params.model].vocab
+        ids = torch.randint(0, vocab, (batch, params.seq_len), device=device)
+
+        def step() -> None:
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        return step
+
+
+class BertTrainingBenchmark(_TrainingBenchmark):
+    NAME = "training_bert"
+    DESCRIPTION = "BERT-large masked-LM training step (AdamW, bf16 autocast): samples/s, tokens/s, MFU"
+
+
+class Gpt2TrainingBenchmark(_TrainingBenchmark):
+    NAME = "training_gpt2"
+    DESCRIPTION = "GPT-2-medium causal-LM training step (AdamW, bf16 autocast): samples/s, tokens/s, MFU"
+

@@ -1,0 +1,53 @@
+"""Host<->device copies over PCIe (or NVLink-C2C), from pinned and from pageable host memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas import TransferMetrics, TransferParams
+
+from ..errors import Unsupported
+from ..target import Target
+from ..units import human_bytes
+from .base import Benchmark, Case, Context, Outcome
+
+
+@dataclass(frozen=True)
+class TransferGrid:
+    sizes: tuple[int, ...]  # bytes
+    directions: tuple[str, ...] = ("h2d", "d2h")
+    pinned: tuple[bool, ...] = (True, False)
+
+
+class TransferBenchmark(Benchmark):
+    NAME = "transfer"
+    KIND = "transfer"
+    DESCRIPTION = "host->device and device->host GB/s, pinned and pageable"
+    Grid = TransferGrid
+
+    def cases(self, target: Target) -> list[Case]:
+        return [
+            Case(
+                label=f"{direction} {'pinned' if pinned else 'pageable'} {human_bytes(size)}",
+                params=TransferParams(direction=direction, pinned=pinned, bytes=size),  # type: ignore[arg-type]
+            )
+            for direction in self.grid.directions
+            for pinned in self.grid.pinned
+            for size in self.grid.sizes
+        ]
+
+    def run(self, case: Case, ctx: Context) -> Outcome:
+        import torch
+
+        params = case.params
+        assert isinstance(params, TransferParams)
+        if ctx.target.kind != "cuda":
+            raise Unsupported("host<->device transfers need a GPU; this run is on the CPU")
+        device = ctx.target.torch_device()
+        host = torch.randint(0, 255, (params.bytes,), dtype=torch.uint8, pin_memory=params.pinned)
+        dev = torch.empty(params.bytes, dtype=torch.uint8, device=device)
+        src, dst = (host, dev) if params.direction == "h2d" else (dev, host)
+        # Pageable copies are staged by the driver and cannot be captured in a graph; the cache is irrelevant.
+        timed = ctx.measure(lambda: dst.copy_(src, non_blocking=params.pinned), flush=False, graphable=False)
+        metrics = TransferMetrics(gbps=params.bytes / timed.stats.median_s / 1e9)
+        return Outcome(metrics=metrics, timing=timed.stats)

@@ -1,0 +1,188 @@
+"""``flopfleet-agent``: parses flags, builds the config, calls plain functions, renders what they return."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import __version__, render
+from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
+from .errors import AgentError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+app = typer.Typer(
+    name="flopfleet-agent",
+    help="Measure what this machine's GPUs (or CPU) really deliver, and send it to a flopfleet collector.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+CollectorOpt = Annotated[
+    Optional[str], typer.Option("--collector", envvar="FLOPFLEET_COLLECTOR", help="Collector base URL.")
+]
+TokenOpt = Annotated[
+    Optional[str], typer.Option("--token", envvar="FLOPFLEET_TOKEN", help="Bearer token for writes.", show_default=False)
+]
+SpoolOpt = Annotated[
+    Optional[Path],
+    typer.Option("--spool-dir", envvar="FLOPFLEET_SPOOL_DIR", help="Where undelivered runs wait [default: cache]."),
+]
+
+
+def _names(values: list[str]) -> tuple[str, ...]:
+    return tuple(n.strip() for v in values for n in v.split(",") if n.strip())
+
+
+def _upload_config(collector: str | None, token: str | None, spool_dir: Path | None) -> UploadConfig:
+    return UploadConfig(
+        collector_url=collector, token=token, spool_dir=spool_dir or default_spool_dir(os.environ)
+    )
+
+
+def _default_device() -> str:
+    from .target import default_device
+
+    return default_device()
+
+
+@app.command()
+def info(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the machine as the wire schema's JSON.")] = False,
+    device: Annotated[Optional[str], typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+) -> None:
+    """Show this machine: software versions and, per GPU, memory, clocks, power limit and PCIe link."""
+    from .machine import describe_machine
+
+    machine = describe_machine(device or _default_device())
+    if as_json:
+        sys.stdout.write(machine.model_dump_json(indent=2) + "\n")
+    else:
+        out.print(render.machine_table(machine))
+
+
+@app.command("list")
+def list_benchmarks(
+    suite: Annotated[str, typer.Option(help="quick, standard or full")] = "standard",
+    device: Annotated[Optional[str], typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+) -> None:
+    """List every benchmark in a suite with its cases (the names --only and --skip take)."""
+    from .session import targets_for
+    from .suites import suite as find_suite
+
+    chosen = find_suite(suite)
+    benchmarks = chosen.benchmarks()
+    target = targets_for(RunConfig(suite=suite, device=device or _default_device(), gpus=None))[0]
+    cases = {b.NAME: [c.label for c in b.cases(target)] for b in benchmarks}
+    out.print(render.benchmarks_table(chosen, benchmarks, cases))
+
+
+@app.command()
+def run(
+    suite: Annotated[str, typer.Option(help="quick, standard or full")] = "quick",
+    device: Annotated[Optional[str], typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+    gpus: Annotated[Optional[str], typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
+    collector: CollectorOpt = None,
+    token: TokenOpt = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the run JSON here.")] = None,
+    tag: Annotated[Optional[list[str]], typer.Option(help="key=value label stored with the run; repeatable.")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(help="Run only these benchmarks (names or a,b).")] = None,
+    skip: Annotated[Optional[list[str]], typer.Option(help="Skip these benchmarks (names or a,b).")] = None,
+    time_budget: Annotated[Optional[float], typer.Option(help="Seconds; cases after it are 'skipped'.")] = None,
+    attn: Annotated[str, typer.Option(help="Attention implementation for layers and training.")] = "sdpa",
+    spool_dir: SpoolOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Run a suite, print a summary, write the run JSON and post it to a collector."""
+    from .session import execute
+    from .upload import deliver
+
+    config = RunConfig(
+        suite=suite,
+        device=device or _default_device(),
+        gpus=parse_gpus(gpus),
+        only=_names(only or []),
+        skip=_names(skip or []),
+        time_budget_s=time_budget,
+        attn_implementation=attn,
+        tags=parse_tags(tag or []),
+        output=output,
+        upload=_upload_config(collector, token, spool_dir),
+    )
+    with Progress(
+        TextColumn("[bold]{task.fields[bench]}[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=quiet,
+    ) as progress:
+        task = progress.add_task("", total=None, bench="planning")
+
+        def on_event(event: object) -> None:
+            from .runner import CaseEvent
+
+            assert isinstance(event, CaseEvent)
+            progress.update(task, total=event.total, completed=event.done, bench=event.benchmark, description=event.label)
+
+        submission = execute(config, on_event)
+    out.print(render.summary_table(submission))
+    for line in render.problems(submission):
+        err.print(f"[yellow]note[/]: {line}")
+    if config.output is not None:
+        config.output.parent.mkdir(parents=True, exist_ok=True)
+        config.output.write_text(submission.model_dump_json(indent=1), encoding="utf-8")
+        out.print(f"run written to {config.output}")
+    if config.upload.collector_url:
+        import httpx
+
+        with httpx.Client() as client:
+            delivery = deliver(submission, config.upload, client)
+        (out if delivery.status in ("sent", "duplicate") else err).print(render.delivery_line(delivery))
+
+
+@app.command()
+def push(collector: CollectorOpt = None, token: TokenOpt = None, spool_dir: SpoolOpt = None) -> None:
+    """Send every spooled run to the collector; each file is removed only after a 2xx."""
+    import httpx
+
+    from .upload import push as push_spooled
+
+    config = _upload_config(collector, token, spool_dir)
+    if not config.collector_url:
+        raise AgentError("push needs --collector URL (or FLOPFLEET_COLLECTOR)")
+    with httpx.Client() as client:
+        deliveries = push_spooled(config, client)
+    if not deliveries:
+        out.print(f"nothing spooled in {config.spool_dir}")
+    for delivery in deliveries:
+        out.print(render.delivery_line(delivery))
+    if any(d.status == "failed" for d in deliveries):
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def version() -> None:
+    """Print the agent's version."""
+    out.print(__version__)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except AgentError as exc:
+        err.print(f"[red]error[/]: {exc}")
+        sys.exit(EXIT_FAILED)

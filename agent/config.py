@@ -1,0 +1,82 @@
+"""The one validated, frozen configuration a run takes from the CLI into plain functions."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ConfigError
+
+ATTENTION = ("sdpa", "eager", "flash_attention_2")
+_TAG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,63})=(.{0,256})$")
+
+
+def default_spool_dir(environ: Mapping[str, str]) -> Path:
+    """Under the user's cache directory, honouring XDG_CACHE_HOME."""
+    cache = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME", str(Path.home()))) / ".cache")
+    return Path(cache) / "flopfleet" / "spool"
+
+
+def parse_tags(pairs: list[str]) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for pair in pairs:
+        match = _TAG.match(pair)
+        if not match:
+            raise ConfigError(f"--tag {pair!r} is not key=value (key: letters, digits, _.+-; up to 64 characters)")
+        tags[match.group(1)] = match.group(2)
+    return tags
+
+
+def parse_gpus(text: str | None) -> tuple[int, ...] | None:
+    """'all' or None -> every GPU; '0,2' -> (0, 2)."""
+    if text is None or text.strip().lower() == "all":
+        return None
+    try:
+        indices = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"--gpus {text!r} is not 'all' or a comma-separated list of indices like 0,1") from None
+    if not indices or any(i < 0 for i in indices) or len(set(indices)) != len(indices):
+        raise ConfigError(f"--gpus {text!r} must name distinct non-negative indices")
+    return indices
+
+
+@dataclass(frozen=True)
+class UploadConfig:
+    collector_url: str | None = None
+    token: str | None = None
+    spool_dir: Path = field(default_factory=lambda: default_spool_dir(os.environ))
+    retries: int = 4
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.collector_url is not None and not re.match(r"^https?://[^\s/]+", self.collector_url):
+            raise ConfigError(f"--collector {self.collector_url!r} is not an http(s) URL like http://host:8000")
+        if self.retries < 0:
+            raise ConfigError("retries must be >= 0")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    suite: str = "quick"
+    device: str = "cpu"
+    gpus: tuple[int, ...] | None = None
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    time_budget_s: float | None = None
+    attn_implementation: str = "sdpa"
+    tags: dict[str, str] = field(default_factory=dict)
+    output: Path | None = None
+    upload: UploadConfig = field(default_factory=UploadConfig)
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cuda", "cpu"):
+            raise ConfigError(f"--device {self.device!r} is not one of: cuda, cpu")
+        if self.attn_implementation not in ATTENTION:
+            raise ConfigError(f"--attn {self.attn_implementation!r} is not one of: {', '.join(ATTENTION)}")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise ConfigError(f"--time-budget {self.time_budget_s} must be a positive number of seconds")
+        if len(self.tags) > 32:
+            raise ConfigError("at most 32 --tag options")

@@ -1,0 +1,15 @@
+"""What ``info`` shows: the machine's facts, without running anything."""
+
+from __future__ import annotations
+
+from schemas import Machine
+
+from . import probe
+from .nvml import open_nvml
+from .target import cpu_target, cuda_targets
+
+
+def describe_machine(device: str) -> Machine:
+    targets = cuda_targets(None) if device == "cuda" else [cpu_target()]
+    with open_nvml() as nvml:
+        return Machine(host=probe.host(), software=probe.software(nvml), gpus=tuple(probe.gpus(targets, nvml)))

@@ -1,0 +1,161 @@
+"""Transformer shapes and builders: layers and whole models from configs, random weights, no downloads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The dimensions a FLOP formula needs, and the config that builds them."""
+
+    name: str
+    family: str  # bert | gpt2 | t5
+    hidden: int
+    heads: int
+    ffn: int
+    layers: int
+    vocab: int
+    max_positions: int
+
+
+SHAPES: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        Shape("bert-large", "bert", 1024, 16, 4096, 24, 30522, 512),
+        Shape("gpt2-medium", "gpt2", 1024, 16, 4096, 24, 50257, 1024),
+        Shape("t5-large", "t5", 1024, 16, 4096, 24, 32128, 512),
+        # Tiny shapes for CPU tests and the quick suite: hidden 64, 2 heads.
+        Shape("bert-tiny", "bert", 64, 2, 256, 2, 1000, 512),
+        Shape("gpt2-tiny", "gpt2", 64, 2, 256, 2, 1000, 128),
+        Shape("t5-tiny", "t5", 64, 2, 256, 2, 1000, 512),
+    )
+}
+
+
+def config(shape: Shape, attn_implementation: str, *, decoder: bool = False) -> Any:
+    """A transformers config with the attention implementation set explicitly (5.x falls back to eager)."""
+    from transformers import BertConfig, GPT2Config, T5Config
+
+    if shape.family == "bert":
+        return BertConfig(
+            hidden_size=shape.hidden,
+            num_attention_heads=shape.heads,
+            intermediate_size=shape.ffn,
+            num_hidden_layers=shape.layers,
+            vocab_size=shape.vocab,
+            max_position_embeddings=shape.max_positions,
+            attn_implementation=attn_implementation,
+        )
+    if shape.family == "gpt2":
+        return GPT2Config(
+            n_embd=shape.hidden,
+            n_head=shape.heads,
+            n_inner=shape.ffn,
+            n_layer=shape.layers,
+            vocab_size=shape.vocab,
+            n_positions=shape.max_positions,
+            attn_implementation=attn_implementation,
+        )
+    return T5Config(
+        d_model=shape.hidden,
+        d_kv=shape.hidden // shape.heads,
+        d_ff=shape.ffn,
+        num_heads=shape.heads,
+        num_layers=shape.layers,
+        vocab_size=shape.vocab,
+        use_cache=False,
+        is_decoder=decoder,
+        is_encoder_decoder=False,
+        attn_implementation=attn_implementation,
+    )
+
+
+def block(shape: Shape, kind: str, attn_implementation: str) -> torch.nn.Module:
+    """One standalone block, as the transformers-benchmarks notebook builds it."""
+    if kind == "bert_layer":
+        from transformers.models.bert.modeling_bert import BertLayer
+
+        module: torch.nn.Module = BertLayer(config(shape, attn_implementation))
+    elif kind == "gpt2_block":
+        from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+        module = GPT2Block(config(shape, attn_implementation), layer_idx=0)
+    else:
+        from transformers.models.t5.modeling_t5 import T5Block
+
+        decoder = kind == "t5_decoder_block"
+        module = T5Block(config(shape, attn_implementation, decoder=decoder), layer_idx=0)
+    return module
+
+
+def language_model(shape: Shape, attn_implementation: str) -> torch.nn.Module:
+    """The whole model a training step runs: BERT with an MLM head, GPT-2 with an LM head."""
+    if shape.family == "bert":
+        from transformers import BertForMaskedLM
+
+        model: torch.nn.Module = BertForMaskedLM(config(shape, attn_implementation))
+    elif shape.family == "gpt2":
+        from transformers import GPT2LMHeadModel
+
+        model = GPT2LMHeadModel(config(shape, attn_implementation))
+    else:
+        raise ValueError(f"no training model for {shape.name}")
+    return model
+
+
+def dense_params(model: torch.nn.Module) -> int:
+    """Parameters that cost 6 FLOPs per token: all but embedding lookups, except a tied LM head (a matmul)."""
+    import torch
+
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    keep = {id(head.weight)} if head is not None else set()
+    skip = {
+        id(p)
+        for module in model.modules()
+        if isinstance(module, torch.nn.Embedding)
+        for p in module.parameters()
+        if id(p) not in keep
+    }
+    return sum(p.numel() for p in model.parameters() if id(p) not in skip)
+
+
+def first_tensor(output: Any) -> torch.Tensor:
+    """transformers 5 blocks return a tensor, T5 blocks and 4.x blocks a tuple led by the hidden states."""
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+@contextmanager
+def observe_attention(requested: str) -> Iterator[Callable[[], str]]:
+    """Which attention ran: wraps the requested implementation and reports 'eager' if it was never called."""
+    try:
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    except ImportError:
+        yield lambda: requested
+        return
+    if requested == "eager" or requested not in ALL_ATTENTION_FUNCTIONS:
+        yield lambda: requested if requested == "eager" else "eager"
+        return
+    inner = ALL_ATTENTION_FUNCTIONS[requested]
+    had_override = requested in getattr(ALL_ATTENTION_FUNCTIONS, "_local_mapping", {})
+    calls = 0
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return inner(*args, **kwargs)
+
+    ALL_ATTENTION_FUNCTIONS[requested] = counting
+    try:
+        yield lambda: requested if calls else "eager"
+    finally:
+        if had_override:
+            ALL_ATTENTION_FUNCTIONS[requested] = inner
+        else:
+            del ALL_ATTENTION_FUNCTIONS[requested]

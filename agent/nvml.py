@@ -1,0 +1,268 @@
+"""GPU facts and live state from NVML (nvidia-ml-py), with ``nvidia-smi`` as the fallback for facts.
+
+Every reading is optional: a field NVML will not give (a MIG slice, a virtualised GPU, an old driver) is None,
+never an error, because a missing clock reading must not stop a benchmark run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: NVML clock-event (throttle) reason bits and the names the wire contract uses.
+THROTTLE_BITS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+#: Reasons that mean the GPU ran slower than it could: the ones a health check cares about.
+SLOWDOWN_REASONS = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+
+
+def decode_throttle(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in THROTTLE_BITS.items() if mask & bit)
+
+
+def normalize_uuid(uuid: str) -> str:
+    """NVML says 'GPU-1a2b…', torch says '1a2b…': compare them without the prefix."""
+    text = str(uuid).strip()
+    return text[4:] if text.upper().startswith("GPU-") else text
+
+
+@dataclass
+class GpuFacts:
+    """What NVML or nvidia-smi said about one GPU; None where it would not say."""
+
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    driver: str | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_max_mhz: int | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    power_limit_w: float | None = None
+    power_limit_default_w: float | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    ecc_enabled: bool | None = None
+    mig_enabled: bool | None = None
+    persistence_mode: bool | None = None
+    temperature_c: int | None = None
+    other_pids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One sample of live state."""
+
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    power_w: float | None
+    temperature_c: int | None
+    utilization_pct: int | None
+    throttle_reasons: tuple[str, ...]
+    pcie_gen: int | None
+    pcie_width: int | None
+
+
+class Nvml:
+    """An open NVML session; use ``open_nvml()``, which yields None where NVML is missing."""
+
+    def __init__(self, module: Any) -> None:
+        self._m = module
+
+    def _get(self, fn: Callable[[], T]) -> T | None:
+        try:
+            return fn()
+        except self._m.NVMLError:
+            return None
+        except (AttributeError, TypeError):
+            return None
+
+    def driver_version(self) -> str | None:
+        return self._get(lambda: _text(self._m.nvmlSystemGetDriverVersion()))
+
+    def handle_for_uuid(self, uuid: str) -> Any | None:
+        """The NVML handle of the GPU torch calls ``uuid`` (indices differ under CUDA_VISIBLE_DEVICES)."""
+        wanted = normalize_uuid(uuid)
+        count = self._get(self._m.nvmlDeviceGetCount) or 0
+        for i in range(count):
+            handle = self._get(lambda i=i: self._m.nvmlDeviceGetHandleByIndex(i))
+            if handle is None:
+                continue
+            got = self._get(lambda h=handle: _text(self._m.nvmlDeviceGetUUID(h)))
+            if got is not None and normalize_uuid(got) == wanted:
+                return handle
+        return None
+
+    def handle_for_index(self, index: int) -> Any | None:
+        return self._get(lambda: self._m.nvmlDeviceGetHandleByIndex(index))
+
+    def facts(self, handle: Any) -> GpuFacts:
+        m, g = self._m, self._get
+        ecc = g(lambda: m.nvmlDeviceGetEccMode(handle))
+        mig = g(lambda: m.nvmlDeviceGetMigMode(handle))
+        power = g(lambda: m.nvmlDeviceGetEnforcedPowerLimit(handle))
+        default_power = g(lambda: m.nvmlDeviceGetPowerManagementDefaultLimit(handle))
+        persistence = g(lambda: m.nvmlDeviceGetPersistenceMode(handle))
+        procs = g(lambda: m.nvmlDeviceGetComputeRunningProcesses(handle)) or []
+        return GpuFacts(
+            uuid=g(lambda: _text(m.nvmlDeviceGetUUID(handle))),
+            name=g(lambda: _text(m.nvmlDeviceGetName(handle))),
+            pci_bus_id=g(lambda: _text(m.nvmlDeviceGetPciInfo(handle).busId)),
+            driver=self.driver_version(),
+            sm_clock_max_mhz=g(lambda: m.nvmlDeviceGetMaxClockInfo(handle, m.NVML_CLOCK_SM)),
+            mem_clock_max_mhz=g(lambda: m.nvmlDeviceGetMaxClockInfo(handle, m.NVML_CLOCK_MEM)),
+            sm_clock_mhz=g(lambda: m.nvmlDeviceGetClockInfo(handle, m.NVML_CLOCK_SM)),
+            mem_clock_mhz=g(lambda: m.nvmlDeviceGetClockInfo(handle, m.NVML_CLOCK_MEM)),
+            power_limit_w=power / 1000.0 if power is not None else None,
+            power_limit_default_w=default_power / 1000.0 if default_power is not None else None,
+            pcie_gen_max=g(lambda: m.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+            pcie_width_max=g(lambda: m.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+            pcie_gen=g(lambda: m.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+            pcie_width=g(lambda: m.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+            ecc_enabled=bool(ecc[0]) if ecc is not None else None,
+            mig_enabled=bool(mig[0]) if mig is not None else None,
+            persistence_mode=bool(persistence) if persistence is not None else None,
+            temperature_c=g(lambda: m.nvmlDeviceGetTemperature(handle, m.NVML_TEMPERATURE_GPU)),
+            other_pids=[int(p.pid) for p in procs],
+        )
+
+    def read(self, handle: Any) -> Reading:
+        m, g = self._m, self._get
+        reasons_fn = getattr(m, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            m, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+        mask = g(lambda: reasons_fn(handle)) if reasons_fn is not None else None
+        power = g(lambda: m.nvmlDeviceGetPowerUsage(handle))
+        util = g(lambda: m.nvmlDeviceGetUtilizationRates(handle))
+        return Reading(
+            sm_clock_mhz=g(lambda: m.nvmlDeviceGetClockInfo(handle, m.NVML_CLOCK_SM)),
+            mem_clock_mhz=g(lambda: m.nvmlDeviceGetClockInfo(handle, m.NVML_CLOCK_MEM)),
+            power_w=power / 1000.0 if power is not None else None,
+            temperature_c=g(lambda: m.nvmlDeviceGetTemperature(handle, m.NVML_TEMPERATURE_GPU)),
+            utilization_pct=int(util.gpu) if util is not None else None,
+            throttle_reasons=decode_throttle(int(mask)) if mask is not None else (),
+            pcie_gen=g(lambda: m.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+            pcie_width=g(lambda: m.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@contextmanager
+def open_nvml() -> Iterator[Nvml | None]:
+    """NVML for the duration of the block, or None where nvidia-ml-py or the driver is missing."""
+    try:
+        import pynvml
+    except ImportError:
+        yield None
+        return
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        yield None
+        return
+    try:
+        yield Nvml(pynvml)
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+_SMI_FIELDS = (
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "driver_version",
+    "clocks.max.sm",
+    "clocks.max.mem",
+    "clocks.sm",
+    "clocks.mem",
+    "power.limit",
+    "power.default_limit",
+    "pcie.link.gen.max",
+    "pcie.link.width.max",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+    "ecc.mode.current",
+    "temperature.gpu",
+)
+
+
+def smi_facts() -> dict[str, GpuFacts]:
+    """Facts per normalised UUID from ``nvidia-smi``, for machines without nvidia-ml-py."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {}
+    try:
+        out = subprocess.run(
+            [exe, f"--query-gpu={','.join(_SMI_FIELDS)}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    facts: dict[str, GpuFacts] = {}
+    for line in out.strip().splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) != len(_SMI_FIELDS):
+            continue
+        row = dict(zip(_SMI_FIELDS, cols))
+        uuid = row["uuid"]
+        facts[normalize_uuid(uuid)] = GpuFacts(
+            uuid=uuid,
+            name=row["name"],
+            pci_bus_id=row["pci.bus_id"],
+            driver=row["driver_version"],
+            sm_clock_max_mhz=_int(row["clocks.max.sm"]),
+            mem_clock_max_mhz=_int(row["clocks.max.mem"]),
+            sm_clock_mhz=_int(row["clocks.sm"]),
+            mem_clock_mhz=_int(row["clocks.mem"]),
+            power_limit_w=_float(row["power.limit"]),
+            power_limit_default_w=_float(row["power.default_limit"]),
+            pcie_gen_max=_int(row["pcie.link.gen.max"]),
+            pcie_width_max=_int(row["pcie.link.width.max"]),
+            pcie_gen=_int(row["pcie.link.gen.current"]),
+            pcie_width=_int(row["pcie.link.width.current"]),
+            ecc_enabled={"Enabled": True, "Disabled": False}.get(row["ecc.mode.current"]),
+            temperature_c=_int(row["temperature.gpu"]),
+        )
+    return facts
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None

@@ -1,0 +1,166 @@
+"""Human output for the agent's commands: rich tables built from the data the commands return."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from rich.table import Table
+
+from schemas import Gpu, Machine, Result, RunSubmission
+
+from .benchmarks import Benchmark
+from .suites import Suite
+from .units import human_bytes
+from .upload import Delivery
+
+
+def _opt(value: object, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return f"{value}{unit}"
+
+
+def _link(gen: int | None, width: int | None) -> str:
+    return f"Gen{gen} x{width}" if gen and width else "-"
+
+
+def machine_table(machine: Machine) -> Table:
+    table = Table(title="flopfleet machine", show_header=True, header_style="bold")
+    table.add_column("")
+    gpus: Sequence[Gpu] = machine.gpus
+    for gpu in gpus:
+        table.add_column(f"GPU {gpu.index}")
+    if not gpus:
+        table.add_column("CPU")
+    sw, host = machine.software, machine.host
+    rows: list[tuple[str, list[str]]] = [
+        ("host", [host.hostname] * max(1, len(gpus))),
+        ("cpu", [f"{host.cpu_model or '-'} ({host.cpu_count} threads)"] * max(1, len(gpus))),
+        ("python / torch", [f"{sw.python} / {sw.torch or '-'}"] * max(1, len(gpus))),
+        ("CUDA / cuDNN / NCCL", [f"{sw.cuda or '-'} / {sw.cudnn or '-'} / {sw.nccl or '-'}"] * max(1, len(gpus))),
+        ("transformers", [_opt(sw.transformers)] * max(1, len(gpus))),
+        ("driver", [_opt(sw.driver)] * max(1, len(gpus))),
+    ]
+    if gpus:
+        rows += [
+            ("name", [g.name for g in gpus]),
+            ("uuid", [_opt(g.uuid) for g in gpus]),
+            ("memory", [human_bytes(g.memory_bytes) for g in gpus]),
+            ("compute capability", [_opt(g.compute_capability) for g in gpus]),
+            ("SMs", [_opt(g.sm_count) for g in gpus]),
+            ("L2 cache", [human_bytes(g.l2_cache_bytes) if g.l2_cache_bytes else "-" for g in gpus]),
+            ("SM clock now / max", [f"{_opt(g.sm_clock_mhz)} / {_opt(g.sm_clock_max_mhz, ' MHz')}" for g in gpus]),
+            ("mem clock now / max", [f"{_opt(g.mem_clock_mhz)} / {_opt(g.mem_clock_max_mhz, ' MHz')}" for g in gpus]),
+            ("power limit / default", [f"{_opt(g.power_limit_w)} / {_opt(g.power_limit_default_w, ' W')}" for g in gpus]),
+            ("PCIe now / max", [f"{_link(g.pcie_gen, g.pcie_width)} / {_link(g.pcie_gen_max, g.pcie_width_max)}" for g in gpus]),
+            ("ECC / MIG", [f"{_opt(g.ecc_enabled)} / {_opt(g.mig_enabled)}" for g in gpus]),
+            ("temperature", [_opt(g.temperature_start_c, " C") for g in gpus]),
+            ("other processes", [_opt(g.other_processes) for g in gpus]),
+        ]
+    else:
+        rows.append(("memory", [human_bytes(host.memory_bytes) if host.memory_bytes else "-"]))
+    for label, values in rows:
+        table.add_row(label, *values)
+    return table
+
+
+def headline(result: Result) -> tuple[float, str] | None:
+    """The one figure a person compares for a result, with its unit."""
+    m = result.metrics
+    if m is None:
+        return None
+    if hasattr(m, "tokens_per_s"):
+        return float(m.tokens_per_s), "tokens/s"
+    if hasattr(m, "tflops") and result.benchmark != "bandwidth":
+        return float(m.tflops), "TFLOPS"
+    if hasattr(m, "gbps"):
+        return float(m.gbps), "GB/s"
+    if hasattr(m, "busbw_gbps"):
+        return float(m.busbw_gbps), "GB/s busbw"
+    return None
+
+
+def describe(result: Result) -> str:
+    """A short label for a result's params, e.g. 'bf16 n=8192' or 'gpt2-medium fwd+bwd b=64 s=1024'."""
+    p = result.params
+    parts = []
+    for key in ("model", "dtype", "op", "direction", "mode"):
+        if hasattr(p, key):
+            parts.append(str(getattr(p, key)))
+    if hasattr(p, "pinned"):
+        parts.append("pinned" if p.pinned else "pageable")
+    if result.benchmark == "matmul":
+        parts.append(f"n={p.n}")  # type: ignore[union-attr]
+    for key, short in (("batch", "b"), ("seq_len", "s")):
+        if hasattr(p, key):
+            parts.append(f"{short}={getattr(p, key)}")
+    if hasattr(p, "elements"):
+        parts.append(human_bytes(4 * p.elements))  # type: ignore[union-attr]
+    if hasattr(p, "bytes"):
+        parts.append(human_bytes(p.bytes))  # type: ignore[union-attr]
+    if result.benchmark == "mamf" and result.metrics is not None:
+        m = result.metrics
+        parts.append(f"best {m.m}x{m.n}x{m.k}")  # type: ignore[union-attr]
+    return " ".join(parts)
+
+
+def summary_table(run: RunSubmission) -> Table:
+    """One row per benchmark and GPU: best figure, where it was reached, and what did not run."""
+    table = Table(title=f"flopfleet run {run.run_id} ({run.suite}, {run.device})", header_style="bold")
+    for column in ("benchmark", "gpu", "ok", "best", "at", "% peak", "not ok"):
+        table.add_column(column, justify="right" if column in ("ok", "best", "% peak") else "left")
+    groups: dict[tuple[str, int | None], list[Result]] = defaultdict(list)
+    for result in run.results:
+        groups[(result.name, result.gpu_index)].append(result)
+    for (name, gpu_index), results in groups.items():
+        ok = [r for r in results if r.status == "ok"]
+        scored = [(headline(r), r) for r in ok]
+        ranked = [(h, r) for h, r in scored if h is not None]
+        best = max(ranked, key=lambda item: item[0][0]) if ranked else None
+        statuses: dict[str, int] = defaultdict(int)
+        for r in results:
+            if r.status != "ok":
+                statuses[r.status] += 1
+        table.add_row(
+            name,
+            "cpu" if gpu_index is None else str(gpu_index),
+            f"{len(ok)}/{len(results)}",
+            f"{best[0][0]:,.2f} {best[0][1]}" if best else "-",
+            describe(best[1]) if best else "-",
+            f"{best[1].peak_fraction:.0%}" if best and best[1].peak_fraction is not None else "-",
+            ", ".join(f"{n} {s}" for s, n in statuses.items()) or "",
+        )
+    return table
+
+
+def problems(run: RunSubmission) -> list[str]:
+    """One line per distinct reason a result was not ok, and per flag raised."""
+    lines: dict[str, int] = defaultdict(int)
+    for r in run.results:
+        if r.status != "ok":
+            lines[f"{r.name}: {r.status}: {r.reason}"] += 1
+        for flag in r.flags:
+            lines[f"{r.name}: flagged {flag}"] += 1
+    return [f"{text} (x{count})" if count > 1 else text for text, count in lines.items()]
+
+
+def benchmarks_table(suite: Suite, benchmarks: Iterable[Benchmark], cases: dict[str, list[str]]) -> Table:
+    table = Table(title=f"suite {suite.name}: {suite.description}", header_style="bold")
+    for column in ("benchmark", "cases", "description", "params"):
+        table.add_column(column)
+    for bench in benchmarks:
+        labels = cases[bench.NAME]
+        shown = ", ".join(labels[:4]) + (f", … ({len(labels) - 4} more)" if len(labels) > 4 else "")
+        table.add_row(bench.NAME, str(len(labels)), bench.DESCRIPTION, shown)
+    return table
+
+
+def delivery_line(delivery: Delivery) -> str:
+    if delivery.status in ("sent", "duplicate"):
+        word = "stored" if delivery.status == "sent" else "already stored"
+        return f"run {delivery.run_id}: {word} by the collector ({delivery.detail})"
+    where = f"; kept at {delivery.path}" if delivery.path else ""
+    return f"run {delivery.run_id}: not sent: {delivery.detail}{where}"

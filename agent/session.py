@@ -1,0 +1,77 @@
+"""One run from start to envelope: probe the machine, sample its GPUs, run the suite, assemble the submission."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime, timezone
+
+from schemas import SCHEMA_VERSION, Gpu, RunSubmission
+from schemas.run import MAX_SAMPLES
+
+from . import __version__, probe
+from .config import RunConfig
+from .monitor import Monitor, RunState
+from .nvml import open_nvml
+from .runner import ProgressFn, run_cases
+from .suites import suite
+from .target import Target, cpu_target, cuda_targets
+
+
+def targets_for(config: RunConfig) -> list[Target]:
+    return cuda_targets(config.gpus) if config.device == "cuda" else [cpu_target()]
+
+
+def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmission:
+    import torch
+
+    chosen = suite(config.suite).with_attention(config.attn_implementation)
+    benchmarks = chosen.benchmarks(config.only, config.skip)
+    targets = targets_for(config)
+    torch.manual_seed(0)
+    started = datetime.now(timezone.utc)
+    deadline = time.monotonic() + config.time_budget_s if config.time_budget_s else None
+    with open_nvml() as nvml:
+        gpus = probe.gpus(targets, nvml)
+        handles = {}
+        if nvml is not None:
+            for gpu in gpus:
+                handle = nvml.handle_for_uuid(gpu.uuid) if gpu.uuid else None
+                if handle is not None:
+                    handles[gpu.index] = handle
+        with Monitor(nvml, handles) as monitor:
+            results = run_cases(
+                benchmarks, targets, gpus, chosen.policy, monitor, deadline=deadline, on_event=on_event
+            )
+        gpus = [_with_state(gpu, monitor.run_state(gpu.index)) for gpu in gpus]
+        samples = monitor.samples(MAX_SAMPLES)
+        software = probe.software(nvml)
+    return RunSubmission(
+        schema_version=SCHEMA_VERSION,
+        run_id=uuid.uuid4(),
+        agent_version=__version__,
+        suite=chosen.name,
+        device=config.device,  # type: ignore[arg-type]
+        started_at=started,
+        finished_at=datetime.now(timezone.utc),
+        host=probe.host(),
+        software=software,
+        gpus=tuple(gpus),
+        results=tuple(results),
+        gpu_samples=tuple(samples),
+        tags=dict(config.tags),
+    )
+
+
+def _with_state(gpu: Gpu, state: RunState) -> Gpu:
+    """The probe's GPU record completed with what the samples saw: end temperature, throttling, live link."""
+    update: dict[str, object] = {
+        "temperature_end_c": state.temperature_end_c,
+        "throttle_reasons_seen": state.throttle_reasons_seen,
+    }
+    # An idle link trains down to save power; the fastest link seen under load is the one that matters.
+    if state.pcie_gen is not None:
+        update["pcie_gen"] = max(state.pcie_gen, gpu.pcie_gen or 0)
+    if state.pcie_width is not None:
+        update["pcie_width"] = max(state.pcie_width, gpu.pcie_width or 0)
+    return Gpu.model_validate({**gpu.model_dump(), **update})

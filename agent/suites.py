@@ -1,0 +1,126 @@
+"""The suites: which benchmarks run, over which grids, with which timing policy.
+
+``quick`` is CPU-friendly and touches every family with tiny shapes (tests and the CPU demo use it);
+``standard`` is the transformers-benchmarks set plus fp8, transfers and training steps; ``full`` adds the
+search for the maximum achievable matmul FLOPS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .benchmarks import REGISTRY, Benchmark, benchmark_class
+from .benchmarks.bandwidth import BandwidthGrid
+from .benchmarks.layers import LayerGrid
+from .benchmarks.mamf import MamfGrid
+from .benchmarks.matmul import MatmulGrid
+from .benchmarks.training import TrainingGrid
+from .benchmarks.transfer import TransferGrid
+from .errors import ConfigError
+from .timing import TimingPolicy
+
+MiB = 1 << 20
+DENSE_DTYPES = ("fp32", "tf32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    policy: TimingPolicy
+    grids: dict[str, Any] = field(default_factory=dict)
+
+    def benchmarks(self, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[Benchmark]:
+        """The suite's benchmarks in run order, narrowed by ``only``/``skip`` (names checked against the registry)."""
+        for name in (*only, *skip):
+            benchmark_class(name)
+            if name not in self.grids:
+                raise ConfigError(f"benchmark {name!r} is not in suite {self.name!r}; it has: {', '.join(self.grids)}")
+        names = [n for n in REGISTRY if n in self.grids and (not only or n in only) and n not in skip]
+        return [REGISTRY[n](self.grids[n]) for n in names]
+
+    def with_attention(self, attn_implementation: str) -> Suite:
+        """The same suite with every layer and training grid asking for ``attn_implementation``."""
+        grids = {
+            name: replace(grid, attn_implementation=attn_implementation)
+            if isinstance(grid, (LayerGrid, TrainingGrid))
+            else grid
+            for name, grid in self.grids.items()
+        }
+        return replace(self, grids=grids)
+
+
+QUICK = Suite(
+    name="quick",
+    description="every family once with tiny shapes; seconds on a CPU",
+    policy=TimingPolicy(
+        warmup_s=0.005, min_warmup=1, min_repeats=3, max_repeats=50, min_time_s=0.005, max_time_s=0.08,
+        target_rel_iqr=0.05,
+    ),
+    grids={
+        "matmul": MatmulGrid(sizes=(128, 256), dtypes=DENSE_DTYPES),
+        "matmul_fp8": MatmulGrid(sizes=(256,), dtypes=("fp8_e4m3",)),
+        "bandwidth": BandwidthGrid(elements=(1 << 16, 1 << 20), ops=("scale", "copy", "triad")),
+        "transfer": TransferGrid(sizes=(4 * MiB,)),
+        "layer_bert": LayerGrid(model="bert-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
+        "layer_gpt2": LayerGrid(model="gpt2-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
+        "layer_t5_encoder": LayerGrid(model="t5-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
+        "layer_t5_decoder": LayerGrid(model="t5-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
+        "training_bert": TrainingGrid(model="bert-tiny", seq_len=32, batch_cap=4, search=False),
+        "training_gpt2": TrainingGrid(model="gpt2-tiny", seq_len=32, batch_cap=4, search=False),
+    },
+)
+
+_LAYER_DTYPES = ("fp16", "bf16")
+STANDARD = Suite(
+    name="standard",
+    description="the transformers-benchmarks set (matmul, vector, BERT/GPT-2/T5 layers) plus fp8, "
+    "bandwidth, transfers and training steps",
+    policy=TimingPolicy(),
+    grids={
+        "matmul": MatmulGrid(sizes=(128, 512, 2048, 4096, 8192, 16384), dtypes=DENSE_DTYPES),
+        "matmul_fp8": MatmulGrid(sizes=(512, 2048, 4096, 8192, 16384), dtypes=("fp8_e4m3",)),
+        "bandwidth": BandwidthGrid(elements=tuple(1 << e for e in range(16, 29, 2)), ops=("scale", "copy", "triad")),
+        "transfer": TransferGrid(sizes=(256 * MiB,)),
+        "layer_bert": LayerGrid(
+            model="bert-large", seq_lens=(128, 512), batches=(2, 4, 8, 16, 32, 64, 128), dtypes=_LAYER_DTYPES
+        ),
+        "layer_gpt2": LayerGrid(
+            model="gpt2-medium", seq_lens=(512, 1024), batches=(2, 4, 8, 16, 32, 64), dtypes=_LAYER_DTYPES
+        ),
+        "layer_t5_encoder": LayerGrid(
+            model="t5-large", seq_lens=(512,), batches=(2, 4, 8, 16, 32, 64, 128), dtypes=_LAYER_DTYPES
+        ),
+        "layer_t5_decoder": LayerGrid(
+            model="t5-large", seq_lens=(512,), batches=(2, 4, 8, 16, 32, 64, 128), dtypes=_LAYER_DTYPES
+        ),
+        "training_bert": TrainingGrid(model="bert-large", seq_len=128, batch_cap=256),
+        "training_gpt2": TrainingGrid(model="gpt2-medium", seq_len=1024, batch_cap=32),
+    },
+)
+
+FULL = Suite(
+    name="full",
+    description="standard plus the search for maximum achievable matmul FLOPS over shapes",
+    policy=STANDARD.policy,
+    grids={
+        **STANDARD.grids,
+        "mamf": MamfGrid(
+            dtypes=("bf16", "fp16", "fp8_e4m3", "tf32"),
+            m_range=(4096, 16384, 2048),
+            n_range=(4096, 16384, 2048),
+            k_range=(4096, 16384, 2048),
+            budget_s=45.0,
+        ),
+    },
+)
+
+SUITES: dict[str, Suite] = {s.name: s for s in (QUICK, STANDARD, FULL)}
+
+
+def suite(name: str) -> Suite:
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise ConfigError(f"unknown suite {name!r}; known: {', '.join(SUITES)}") from None

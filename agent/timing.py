@@ -1,0 +1,220 @@
+"""The only place that measures time.
+
+GPU work is timed with CUDA events per repeat, after warm-up, with the L2 cache flushed before each repeat.
+Calls the host cannot launch fast enough to keep the GPU busy are captured in a CUDA graph and replayed, so
+host jitter is never reported as GPU speed. The CPU path uses ``time.perf_counter``. Repetition is adaptive:
+it stops once the interquartile range is small, or when the case's time budget is spent.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from schemas import TimingStats
+
+if TYPE_CHECKING:
+    import torch
+
+Method = Literal["cuda_event", "cuda_graph", "perf_counter"]
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How long and how often to measure one case; suites choose one, tests shrink it."""
+
+    warmup_s: float = 0.03
+    min_warmup: int = 2
+    min_repeats: int = 5
+    max_repeats: int = 500
+    min_time_s: float = 0.05
+    max_time_s: float = 0.6
+    target_rel_iqr: float = 0.01
+    graph_below_s: float = 2e-3  # replay calls shorter than this as a CUDA graph
+    graph_target_s: float = 4e-3  # one graph replay should last about this long
+    graph_max_calls: int = 256
+    batch: int = 5  # repeats enqueued between host synchronisations
+
+    def __post_init__(self) -> None:
+        if self.min_repeats < 2 or self.max_repeats < self.min_repeats:
+            raise ValueError("timing needs 2 <= min_repeats <= max_repeats")
+        if self.max_time_s < self.min_time_s:
+            raise ValueError("timing needs min_time_s <= max_time_s")
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What one measurement found: per-call statistics and whether host launches were the bottleneck."""
+
+    stats: TimingStats
+    launch_bound: bool
+
+
+def summarize(
+    per_call_s: list[float], *, method: Method, warmup: int, calls_per_repeat: int, total_s: float
+) -> TimingStats:
+    """Statistics over per-call times; the median is the figure reports use."""
+    samples = [max(s, 1e-12) for s in per_call_s]
+    median = statistics.median(samples)
+    mean = statistics.fmean(samples)
+    cv = statistics.pstdev(samples) / mean if len(samples) > 1 else 0.0
+    return TimingStats(
+        method=method,
+        median_s=median,
+        mean_s=min(max(mean, min(samples)), max(samples)),
+        min_s=min(samples),
+        max_s=max(samples),
+        iqr_s=_iqr(samples),
+        cv=cv,
+        repeats=len(samples),
+        warmup=warmup,
+        calls_per_repeat=calls_per_repeat,
+        total_s=total_s,
+    )
+
+
+def _iqr(samples: list[float]) -> float:
+    if len(samples) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return max(q3 - q1, 0.0)
+
+
+def _done(samples: list[float], elapsed: float, policy: TimingPolicy) -> bool:
+    n = len(samples)
+    if n >= policy.max_repeats:
+        return True
+    if elapsed >= policy.max_time_s and n >= min(3, policy.min_repeats):
+        return True
+    if n < policy.min_repeats or elapsed < policy.min_time_s:
+        return False
+    return _iqr(samples) <= policy.target_rel_iqr * statistics.median(samples)
+
+
+def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
+    """perf_counter around each repeat; very short calls are batched so the timer's cost stays out."""
+    begin = time.perf_counter()
+    warmup = 0
+    while warmup < policy.min_warmup or time.perf_counter() - begin < policy.warmup_s:
+        fn()
+        warmup += 1
+    t0 = time.perf_counter()
+    fn()
+    one = time.perf_counter() - t0
+    calls = max(1, min(1000, math.ceil(50e-6 / max(one, 1e-9)))) if one < 50e-6 else 1
+    samples: list[float] = []
+    start = time.perf_counter()
+    while not _done(samples, time.perf_counter() - start, policy):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls)
+    stats = summarize(
+        samples,
+        method="perf_counter",
+        warmup=warmup + 1,
+        calls_per_repeat=calls,
+        total_s=time.perf_counter() - begin,
+    )
+    return Timed(stats=stats, launch_bound=False)
+
+
+class CudaTimer:
+    """CUDA-event timing on one device, with an L2 flush buffer sized from the device's cache."""
+
+    def __init__(self, device: torch.device, l2_bytes: int) -> None:
+        import torch
+
+        self._torch = torch
+        self.device = device
+        # Zeroing twice the L2 evicts whatever the previous repeat left there.
+        self._flush_buf = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.float32, device=device)
+
+    def flush(self) -> None:
+        self._flush_buf.zero_()
+
+    def _sync(self) -> None:
+        self._torch.cuda.synchronize(self.device)
+
+    def _probe(self, fn: Callable[[], object]) -> tuple[float, float]:
+        """GPU time and host enqueue time of one call, each the best of three."""
+        torch = self._torch
+        gpu, host = math.inf, math.inf
+        for _ in range(3):
+            self._sync()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            h0 = time.perf_counter()
+            fn()
+            host = min(host, time.perf_counter() - h0)
+            end.record()
+            end.synchronize()
+            gpu = min(gpu, start.elapsed_time(end) / 1e3)
+        return gpu, host
+
+    def _capture(self, fn: Callable[[], object], calls: int) -> Callable[[], object] | None:
+        """A replay of ``calls`` back-to-back calls, or None where the work cannot be captured."""
+        torch = self._torch
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    fn()
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    fn()
+            graph.replay()
+            self._sync()
+        except (RuntimeError, NotImplementedError):
+            self._sync()
+            return None
+        return graph.replay
+
+    def measure(
+        self, fn: Callable[[], object], policy: TimingPolicy, *, flush: bool = True, graphable: bool = True
+    ) -> Timed:
+        torch = self._torch
+        begin = time.perf_counter()
+        warmup = 0
+        while warmup < policy.min_warmup or time.perf_counter() - begin < policy.warmup_s:
+            fn()
+            self._sync()
+            warmup += 1
+        gpu_s, host_s = self._probe(fn)
+        warmup += 3
+        launch_bound = host_s > 0.5 * gpu_s
+        body: Callable[[], object] = fn
+        method: Method = "cuda_event"
+        calls = 1
+        if graphable and (gpu_s < policy.graph_below_s or host_s > 0.25 * gpu_s):
+            calls = max(1, min(policy.graph_max_calls, math.ceil(policy.graph_target_s / max(gpu_s, 1e-7))))
+            replay = self._capture(fn, calls)
+            if replay is not None:
+                body, method, launch_bound = replay, "cuda_graph", False
+            else:
+                calls = 1
+        samples: list[float] = []
+        start_t = time.perf_counter()
+        while not _done(samples, time.perf_counter() - start_t, policy):
+            events = []
+            for _ in range(policy.batch):
+                if flush:
+                    self.flush()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                body()
+                end.record()
+                events.append((start, end))
+            events[-1][1].synchronize()
+            samples.extend(s.elapsed_time(e) / 1e3 / calls for s, e in events)
+        stats = summarize(
+            samples, method=method, warmup=warmup, calls_per_repeat=calls, total_s=time.perf_counter() - begin
+        )
+        return Timed(stats=stats, launch_bound=launch_bound)

@@ -1,0 +1,3 @@
+from collector.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""``create_app(settings)``: the FastAPI application, with one JSON error shape for every failure."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
+
+from . import __version__
+from .errors import CollectorError
+from .routes import health, reports, runs
+from .settings import Settings
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+
+def error_response(status: int, code: str, message: str, details: list[dict[str, Any]] | None = None) -> JSONResponse:
+    body = ErrorBody(
+        error=ErrorInfo(code=code, message=message, details=tuple(ErrorDetail(**d) for d in details or []))
+    )
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json"))
+
+
+def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
+    """The app over ``settings.db``; a store passed in is used (and left open) instead, as tests do."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = store is None
+        app.state.store = store or Store(settings.db)
+        try:
+            yield
+        finally:
+            if owned:
+                app.state.store.close()
+
+    app = FastAPI(
+        title="flopfleet collector",
+        version=__version__,
+        description="Stores flopfleet benchmark runs in DuckDB and compares GPUs.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.include_router(health.router)
+    app.include_router(runs.router)
+    app.include_router(reports.router)
+
+    @app.exception_handler(CollectorError)
+    async def collector_error(_: Request, exc: CollectorError) -> JSONResponse:
+        return error_response(exc.status_code, exc.code, exc.message, exc.details)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {"loc": ".".join(str(p) for p in e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors()
+        ]
+        message = "; ".join(f"{d['loc']}: {d['message']}" for d in details[:5])
+        return error_response(422, "validation_error", message, details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, "http_error", str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return error_response(500, "internal_error", f"internal error: {type(exc).__name__}")
+
+    def openapi() -> dict[str, Any]:
+        """The generated spec, with the run body (validated by hand for strictness) described in it."""
+        if app.openapi_schema:
+            return app.openapi_schema
+        from fastapi.openapi.utils import get_openapi
+
+        spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema = RunSubmission.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = spec.setdefault("components", {}).setdefault("schemas", {})
+        components.update(schema.pop("$defs", {}))
+        components["RunSubmission"] = schema
+        spec["paths"]["/api/v1/runs"]["post"]["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunSubmission"}}},
+        }
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

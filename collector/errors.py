@@ -1,0 +1,62 @@
+"""The collector's errors; the CLI catches ``CollectorError`` once, the web app maps each to an HTTP status.
+
+CollectorError
+ ├── InvalidRun          a payload failed validation (422)
+ ├── PayloadTooLarge     a body over the size limit (413)
+ ├── RunConflict         a run_id already stored with a different payload (409)
+ ├── NotFound            no such run (404)
+ ├── QueryRefused        SQL that is not one read-only statement (400)
+ ├── QueryFailed         SQL that DuckDB could not run, or that ran past its time limit (400)
+ └── DatabaseBusy        the DuckDB file is held by another process (a running collector)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CollectorError(Exception):
+    """Base of every error the collector reports to a user."""
+
+    status_code = 500
+    code = "collector_error"
+
+    def __init__(self, message: str, details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+class InvalidRun(CollectorError):
+    status_code = 422
+    code = "validation_error"
+
+
+class PayloadTooLarge(CollectorError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+class RunConflict(CollectorError):
+    status_code = 409
+    code = "run_conflict"
+
+
+class NotFound(CollectorError):
+    status_code = 404
+    code = "not_found"
+
+
+class QueryRefused(CollectorError):
+    status_code = 400
+    code = "query_refused"
+
+
+class QueryFailed(CollectorError):
+    status_code = 400
+    code = "query_failed"
+
+
+class DatabaseBusy(CollectorError):
+    status_code = 503
+    code = "database_busy"

@@ -1,0 +1,1 @@
+"""Rendering of comparison data: Markdown, self-contained HTML, inline SVG charts, CSV."""

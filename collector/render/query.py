@@ -1,0 +1,56 @@
+"""SQL results as a terminal table, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import date, datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from rich.console import Console
+from rich.table import Table
+
+from ..sqlguard import QueryResult
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe: timestamps as ISO text, UUIDs and other objects as strings."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def as_csv(result: QueryResult) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(result.columns)
+    for row in result.rows:
+        writer.writerow(["" if v is None else plain(v) for v in row])
+    return buf.getvalue()
+
+
+def as_json(result: QueryResult) -> str:
+    rows = [dict(zip(result.columns, (plain(v) for v in row))) for row in result.rows]
+    return json.dumps({"columns": result.columns, "rows": rows, "truncated": result.truncated}, indent=1)
+
+
+def render_query(result: QueryResult, fmt: Literal["table", "csv", "json"], console: Console) -> None:
+    if fmt == "csv":
+        console.file.write(as_csv(result))
+    elif fmt == "json":
+        console.file.write(as_json(result) + "\n")
+    else:
+        table = Table(*result.columns, header_style="bold")
+        for row in result.rows:
+            table.add_row(*("" if v is None else str(plain(v)) for v in row))
+        console.print(table)

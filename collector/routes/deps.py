@@ -1,0 +1,24 @@
+"""Dependencies shared by the routers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ..settings import Settings
+from ..store import Store
+
+
+def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]

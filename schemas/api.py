@@ -1,0 +1,36 @@
+"""What the collector answers: acknowledgements and run listings."""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, Field
+
+from .base import Count, Label, Slug, WireModel
+
+
+class RunAccepted(WireModel):
+    """The answer to a posted run; ``duplicate`` when that exact run was stored before."""
+
+    run_id: UUID
+    status: Literal["created", "duplicate"]
+    results: Count
+
+
+class RunSummary(WireModel):
+    run_id: UUID
+    suite: Slug
+    device: Literal["cuda", "cpu"]
+    hostname: Label
+    started_at: AwareDatetime
+    received_at: AwareDatetime
+    gpu_names: tuple[Label, ...]
+    results: Count
+
+
+class RunsPage(WireModel):
+    data: tuple[RunSummary, ...]
+    count: Count
+    limit: Count
+    offset: Count = Field(default=0)

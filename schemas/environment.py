@@ -1,0 +1,108 @@
+"""What a run was measured on: host, software and GPUs, and GPU state sampled during the run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from .base import Celsius, Count, GpuIndex, Label, Mhz, Positive, Seconds, Watts, WireModel
+
+#: NVML's names for why clocks are held below their maximum (see ``agent.nvml``).
+ThrottleReason = Literal[
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+]
+ComputeCapability = Annotated[str, StringConstraints(pattern=r"^\d{1,2}\.\d{1,2}$")]
+
+
+class Host(WireModel):
+    hostname: Label
+    os: Label
+    kernel: Label | None = None
+    cpu_model: Label | None = None
+    cpu_count: Positive
+    memory_bytes: Count | None = None
+
+
+class Software(WireModel):
+    python: Label
+    agent: Label
+    torch: Label | None = None
+    cuda: Label | None = None
+    hip: Label | None = None
+    cudnn: Label | None = None
+    cublas: Label | None = None
+    nccl: Label | None = None
+    transformers: Label | None = None
+    driver: Label | None = None
+
+
+class Gpu(WireModel):
+    """One GPU as the agent found it: torch properties always, NVML facts where NVML answers."""
+
+    index: GpuIndex
+    name: Label
+    uuid: Label | None = None
+    pci_bus_id: Label | None = None
+    memory_bytes: Count
+    compute_capability: ComputeCapability | None = None
+    sm_count: Positive | None = None
+    l2_cache_bytes: Count | None = None
+    driver: Label | None = None
+    sm_clock_max_mhz: Mhz | None = None
+    mem_clock_max_mhz: Mhz | None = None
+    sm_clock_mhz: Mhz | None = None
+    mem_clock_mhz: Mhz | None = None
+    power_limit_w: Watts | None = None
+    power_limit_default_w: Watts | None = None
+    pcie_gen_max: Annotated[int, Field(ge=1, le=16)] | None = None
+    pcie_width_max: Annotated[int, Field(ge=1, le=64)] | None = None
+    pcie_gen: Annotated[int, Field(ge=1, le=16)] | None = None
+    pcie_width: Annotated[int, Field(ge=1, le=64)] | None = None
+    ecc_enabled: bool | None = None
+    mig_enabled: bool | None = None
+    persistence_mode: bool | None = None
+    other_processes: Count | None = None
+    temperature_start_c: Celsius | None = None
+    temperature_end_c: Celsius | None = None
+    throttle_reasons_seen: tuple[ThrottleReason, ...] = Field(default=(), max_length=16)
+
+
+class GpuSample(WireModel):
+    """One NVML reading taken while the suite ran; ``t_s`` counts from the run's start."""
+
+    t_s: Seconds
+    gpu_index: GpuIndex
+    sm_clock_mhz: Mhz | None = None
+    mem_clock_mhz: Mhz | None = None
+    power_w: Watts | None = None
+    temperature_c: Celsius | None = None
+    utilization_pct: Annotated[int, Field(ge=0, le=100)] | None = None
+    throttle_reasons: tuple[ThrottleReason, ...] = Field(default=(), max_length=16)
+
+
+class StateSummary(WireModel):
+    """GPU state over one benchmark case, so a slow result carries its own explanation."""
+
+    samples: Positive
+    sm_clock_mhz_min: Mhz | None = None
+    sm_clock_mhz_median: Mhz | None = None
+    power_w_max: Watts | None = None
+    temperature_c_max: Celsius | None = None
+    throttle_reasons: tuple[ThrottleReason, ...] = Field(default=(), max_length=16)
+
+
+class Machine(WireModel):
+    """What ``flopfleet-agent info --json`` prints: the facts a run's envelope carries about its machine."""
+
+    host: Host
+    software: Software
+    gpus: tuple[Gpu, ...] = Field(default=(), max_length=64)

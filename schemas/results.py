@@ -1,0 +1,263 @@
+"""Benchmark results: one typed model per kind, joined in a union discriminated on ``benchmark``.
+
+Every result carries its params (what was measured), metrics (what came out), timing statistics and a
+status. A result that is not ``ok`` says why in ``reason`` and carries no metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+from typing_extensions import Self
+
+from .base import (
+    Count,
+    Dim,
+    Fraction,
+    GpuIndex,
+    Positive,
+    PositiveSeconds,
+    Rate,
+    Seconds,
+    Slug,
+    Text,
+    WireModel,
+)
+from .environment import StateSummary
+
+Status = Literal["ok", "oom", "unsupported", "error", "skipped"]
+Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
+Mode = Literal["fwd", "fwd+bwd"]
+TimingMethod = Literal["cuda_event", "cuda_graph", "perf_counter"]
+AttentionImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
+#: Marks that qualify an ``ok`` result instead of hiding it.
+Flag = Literal[
+    "high_cv",  # coefficient of variation above 10 %: noisy, read with care
+    "above_peak",  # faster than the datasheet allows: a measurement error
+    "wrong_result",  # numerics outside tolerance against a higher-precision reference
+    "launch_bound",  # host launch overhead, not the GPU, set the pace
+    "throttled",  # the GPU reported power or thermal throttling during the case
+    "parallel",  # measured while other GPUs of the machine ran too
+]
+
+
+class TimingStats(WireModel):
+    """Per-call time statistics; ``calls_per_repeat`` > 1 when one timed repeat replays several calls."""
+
+    method: TimingMethod
+    median_s: PositiveSeconds
+    mean_s: PositiveSeconds
+    min_s: PositiveSeconds
+    max_s: PositiveSeconds
+    iqr_s: Seconds
+    cv: Annotated[float, Field(ge=0.0, le=1e3)]
+    repeats: Positive
+    warmup: Count
+    calls_per_repeat: Positive = 1
+    total_s: Seconds
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if not (self.min_s <= self.median_s <= self.max_s and self.min_s <= self.mean_s <= self.max_s):
+            raise ValueError("timing must satisfy min_s <= median_s, mean_s <= max_s")
+        return self
+
+
+class _Result(WireModel):
+    name: Slug
+    gpu_index: GpuIndex | None = None
+    status: Status
+    reason: Text | None = None
+    timing: TimingStats | None = None
+    peak_fraction: Fraction | None = None
+    flags: tuple[Flag, ...] = Field(default=(), max_length=8)
+    state: StateSummary | None = None
+    duration_s: Seconds = 0.0
+
+    @model_validator(mode="after")
+    def _status_consistent(self) -> Self:
+        metrics = getattr(self, "metrics", None)
+        if self.status == "ok":
+            if metrics is None or self.timing is None:
+                raise ValueError("a result with status 'ok' needs metrics and timing")
+        else:
+            if self.reason is None:
+                raise ValueError(f"a result with status {self.status!r} needs a reason")
+            if metrics is not None:
+                raise ValueError(f"a result with status {self.status!r} carries no metrics")
+        return self
+
+
+class MatmulParams(WireModel):
+    m: Dim
+    n: Dim
+    k: Dim
+    dtype: Dtype
+
+
+class MatmulMetrics(WireModel):
+    tflops: Rate
+    rel_error: Annotated[float, Field(ge=0.0)] | None = None
+    tolerance: Annotated[float, Field(gt=0.0)] | None = None
+
+
+class MatmulResult(_Result):
+    benchmark: Literal["matmul"]
+    params: MatmulParams
+    metrics: MatmulMetrics | None = None
+
+
+class MamfParams(WireModel):
+    """A search over matmul shapes for the maximum achievable FLOPS (stas00's mamf-finder)."""
+
+    dtype: Dtype
+    m_range: tuple[Dim, Dim, Dim]
+    n_range: tuple[Dim, Dim, Dim]
+    k_range: tuple[Dim, Dim, Dim]
+    shapes_tried: Positive
+
+
+class MamfMetrics(WireModel):
+    tflops: Rate
+    m: Dim
+    n: Dim
+    k: Dim
+    median_tflops_over_shapes: Rate | None = None
+
+
+class MamfResult(_Result):
+    benchmark: Literal["mamf"]
+    params: MamfParams
+    metrics: MamfMetrics | None = None
+
+
+class BandwidthParams(WireModel):
+    """Device-memory traffic; ``bytes_per_call`` counts reads plus writes, as BabelStream does."""
+
+    op: Literal["scale", "copy", "triad"]
+    dtype: Dtype
+    elements: Positive
+    bytes_per_call: Positive
+    flops_per_call: Count
+
+
+class BandwidthMetrics(WireModel):
+    gbps: Rate
+    tflops: Rate
+
+
+class BandwidthResult(_Result):
+    benchmark: Literal["bandwidth"]
+    params: BandwidthParams
+    metrics: BandwidthMetrics | None = None
+
+
+class TransferParams(WireModel):
+    direction: Literal["h2d", "d2h"]
+    pinned: bool
+    bytes: Positive
+
+
+class TransferMetrics(WireModel):
+    gbps: Rate
+
+
+class TransferResult(_Result):
+    benchmark: Literal["transfer"]
+    params: TransferParams
+    metrics: TransferMetrics | None = None
+
+
+class LayerParams(WireModel):
+    """One transformer block; FLOPs per the transformers-benchmarks formulas (fwd+bwd = 3x fwd)."""
+
+    model: Slug
+    block: Literal["bert_layer", "gpt2_block", "t5_encoder_block", "t5_decoder_block"]
+    hidden: Dim
+    heads: Dim
+    ffn: Dim
+    batch: Dim
+    seq_len: Dim
+    dtype: Dtype
+    mode: Mode
+    attn_implementation: AttentionImplementation
+    flops_per_call: Positive
+
+
+class LayerMetrics(WireModel):
+    tflops: Rate
+
+
+class LayerResult(_Result):
+    benchmark: Literal["layer"]
+    params: LayerParams
+    metrics: LayerMetrics | None = None
+
+
+class TrainingParams(WireModel):
+    """A whole model's optimizer step; FLOPs per token = 6N + 12*L*H*Q*T (PaLM appendix B)."""
+
+    model: Slug
+    task: Literal["mlm", "clm", "seq2seq"]
+    batch: Dim
+    seq_len: Dim
+    precision: Literal["bf16-autocast", "fp16-autocast", "fp32"]
+    optimizer: Literal["adamw"]
+    n_params: Positive
+    flops_per_token: Positive
+    batch_search: Literal["fixed", "max_fit"]
+    batch_cap: Dim | None = None
+    attn_implementation: AttentionImplementation
+
+
+class TrainingMetrics(WireModel):
+    samples_per_s: Rate
+    tokens_per_s: Rate
+    tflops: Rate
+    mfu: Fraction | None = None
+    peak_memory_bytes: Count | None = None
+
+
+class TrainingResult(_Result):
+    benchmark: Literal["training"]
+    params: TrainingParams
+    metrics: TrainingMetrics | None = None
+
+
+class CollectiveParams(WireModel):
+    """A collective across ``world_size`` ranks; busbw follows nccl-tests' formulas."""
+
+    op: Literal["all_reduce", "all_gather", "reduce_scatter"]
+    backend: Literal["nccl", "gloo"]
+    dtype: Dtype
+    bytes: Positive
+    world_size: Annotated[int, Field(ge=1, le=1 << 20)]
+
+
+class CollectiveMetrics(WireModel):
+    algbw_gbps: Rate
+    busbw_gbps: Rate
+
+
+class CollectiveResult(_Result):
+    benchmark: Literal["collective"]
+    params: CollectiveParams
+    metrics: CollectiveMetrics | None = None
+
+
+Result = Annotated[
+    Union[
+        MatmulResult,
+        MamfResult,
+        BandwidthResult,
+        TransferResult,
+        LayerResult,
+        TrainingResult,
+        CollectiveResult,
+    ],
+    Field(discriminator="benchmark"),
+]
+
+#: The result kinds, in the order reports show them.
+RESULT_KINDS: tuple[str, ...] = ("matmul", "mamf", "bandwidth", "transfer", "layer", "training", "collective")

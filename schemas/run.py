@@ -1,0 +1,62 @@
+"""The run envelope: everything one agent run sends to a collector, versioned and idempotent on ``run_id``."""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, Field, field_validator, model_validator
+from typing_extensions import Self
+
+from .base import Label, Slug, TagValue, WireModel
+from .environment import Gpu, GpuSample, Host, Software
+from .results import Result
+
+#: The version this code writes.
+SCHEMA_VERSION = 1
+#: The versions this code reads; a newer one is refused with a message naming these.
+ACCEPTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+
+MAX_RESULTS = 20_000
+MAX_SAMPLES = 20_000
+MAX_GPUS = 64
+MAX_TAGS = 32
+
+
+class RunSubmission(WireModel):
+    schema_version: int
+    run_id: UUID
+    agent_version: Label
+    suite: Slug
+    device: Literal["cuda", "cpu"]
+    started_at: AwareDatetime
+    finished_at: AwareDatetime
+    host: Host
+    software: Software
+    gpus: tuple[Gpu, ...] = Field(default=(), max_length=MAX_GPUS)
+    results: tuple[Result, ...] = Field(max_length=MAX_RESULTS)
+    gpu_samples: tuple[GpuSample, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    tags: dict[Slug, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value not in ACCEPTED_SCHEMA_VERSIONS:
+            accepted = ", ".join(str(v) for v in ACCEPTED_SCHEMA_VERSIONS)
+            newer = "newer than" if value > max(ACCEPTED_SCHEMA_VERSIONS) else "not one of"
+            raise ValueError(f"schema_version {value} is {newer} the versions accepted here ({accepted})")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.finished_at < self.started_at:
+            raise ValueError("finished_at is before started_at")
+        indices = [gpu.index for gpu in self.gpus]
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"gpus repeat an index: {indices}")
+        known = set(indices)
+        for i, result in enumerate(self.results):
+            if result.gpu_index is not None and result.gpu_index not in known:
+                raise ValueError(f"results[{i}].gpu_index {result.gpu_index} names no GPU in gpus {sorted(known)}")
+        return self
+
