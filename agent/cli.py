@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -30,13 +30,13 @@ out = Console()
 err = Console(stderr=True)
 
 CollectorOpt = Annotated[
-    Optional[str], typer.Option("--collector", envvar="FLOPFLEET_COLLECTOR", help="Collector base URL.")
+    str | None, typer.Option("--collector", envvar="FLOPFLEET_COLLECTOR", help="Collector base URL.")
 ]
 TokenOpt = Annotated[
-    Optional[str], typer.Option("--token", envvar="FLOPFLEET_TOKEN", help="Bearer token for writes.", show_default=False)
+    str | None, typer.Option("--token", envvar="FLOPFLEET_TOKEN", help="Bearer token for writes.", show_default=False)
 ]
 SpoolOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--spool-dir", envvar="FLOPFLEET_SPOOL_DIR", help="Where undelivered runs wait [default: cache]."),
 ]
 
@@ -46,9 +46,7 @@ def _names(values: list[str]) -> tuple[str, ...]:
 
 
 def _upload_config(collector: str | None, token: str | None, spool_dir: Path | None) -> UploadConfig:
-    return UploadConfig(
-        collector_url=collector, token=token, spool_dir=spool_dir or default_spool_dir(os.environ)
-    )
+    return UploadConfig(collector_url=collector, token=token, spool_dir=spool_dir or default_spool_dir(os.environ))
 
 
 def _default_device() -> str:
@@ -60,7 +58,7 @@ def _default_device() -> str:
 @app.command()
 def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print the machine as the wire schema's JSON.")] = False,
-    device: Annotated[Optional[str], typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
 ) -> None:
     """Show this machine: software versions and, per GPU, memory, clocks, power limit and PCIe link."""
     from .machine import describe_machine
@@ -75,7 +73,7 @@ def info(
 @app.command("list")
 def list_benchmarks(
     suite: Annotated[str, typer.Option(help="quick, standard or full")] = "standard",
-    device: Annotated[Optional[str], typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
 ) -> None:
     """List every benchmark in a suite with its cases (the names --only and --skip take)."""
     from .session import targets_for
@@ -91,15 +89,15 @@ def list_benchmarks(
 @app.command()
 def run(
     suite: Annotated[str, typer.Option(help="quick, standard or full")] = "quick",
-    device: Annotated[Optional[str], typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
-    gpus: Annotated[Optional[str], typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
     collector: CollectorOpt = None,
     token: TokenOpt = None,
-    output: Annotated[Optional[Path], typer.Option(help="Write the run JSON here.")] = None,
-    tag: Annotated[Optional[list[str]], typer.Option(help="key=value label stored with the run; repeatable.")] = None,
-    only: Annotated[Optional[list[str]], typer.Option(help="Run only these benchmarks (names or a,b).")] = None,
-    skip: Annotated[Optional[list[str]], typer.Option(help="Skip these benchmarks (names or a,b).")] = None,
-    time_budget: Annotated[Optional[float], typer.Option(help="Seconds; cases after it are 'skipped'.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the run JSON here.")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="key=value label stored with the run; repeatable.")] = None,
+    only: Annotated[list[str] | None, typer.Option(help="Run only these benchmarks (names or a,b).")] = None,
+    skip: Annotated[list[str] | None, typer.Option(help="Skip these benchmarks (names or a,b).")] = None,
+    time_budget: Annotated[float | None, typer.Option(help="Seconds; cases after it are 'skipped'.")] = None,
     attn: Annotated[str, typer.Option(help="Attention implementation for layers and training.")] = "sdpa",
     spool_dir: SpoolOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -115,7 +113,7 @@ def run(
         only=_names(only or []),
         skip=_names(skip or []),
         time_budget_s=time_budget,
-        attn_implementation=attn,
+        attn_implementation=attn,  # type: ignore[arg-type]  # RunConfig names the allowed values
         tags=parse_tags(tag or []),
         output=output,
         upload=_upload_config(collector, token, spool_dir),
@@ -135,7 +133,9 @@ def run(
             from .runner import CaseEvent
 
             assert isinstance(event, CaseEvent)
-            progress.update(task, total=event.total, completed=event.done, bench=event.benchmark, description=event.label)
+            progress.update(
+                task, total=event.total, completed=event.done, bench=event.benchmark, description=event.label
+            )
 
         submission = execute(config, on_event)
     out.print(render.summary_table(submission))

@@ -8,9 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas.results import AttentionImplementation
+
 from .errors import ConfigError
 
-ATTENTION = ("sdpa", "eager", "flash_attention_2")
+ATTENTION: tuple[AttentionImplementation, ...] = ("sdpa", "eager", "flash_attention_2")
 _TAG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,63})=(.{0,256})$")
 
 
@@ -66,7 +68,7 @@ class RunConfig:
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     time_budget_s: float | None = None
-    attn_implementation: str = "sdpa"
+    attn_implementation: AttentionImplementation = "sdpa"
     tags: dict[str, str] = field(default_factory=dict)
     output: Path | None = None
     upload: UploadConfig = field(default_factory=UploadConfig)

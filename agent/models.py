@@ -42,6 +42,10 @@ SHAPES: dict[str, Shape] = {
 def config(shape: Shape, attn_implementation: str, *, decoder: bool = False) -> Any:
     """A transformers config with the attention implementation set explicitly (5.x falls back to eager)."""
     from transformers import BertConfig, GPT2Config, T5Config
+    from transformers.utils import logging as hf_logging
+
+    # Which attention ran is observed and recorded (observe_attention); transformers' chatter adds nothing.
+    hf_logging.set_verbosity_error()
 
     if shape.family == "bert":
         return BertConfig(
@@ -55,6 +59,8 @@ def config(shape: Shape, attn_implementation: str, *, decoder: bool = False) -> 
         )
     if shape.family == "gpt2":
         return GPT2Config(
+            bos_token_id=shape.vocab - 1,
+            eos_token_id=shape.vocab - 1,
             n_embd=shape.hidden,
             n_head=shape.heads,
             n_inner=shape.ffn,
@@ -114,7 +120,8 @@ def dense_params(model: torch.nn.Module) -> int:
     """Parameters that cost 6 FLOPs per token: all but embedding lookups, except a tied LM head (a matmul)."""
     import torch
 
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    output_embeddings: Any = getattr(model, "get_output_embeddings", None)
+    head = output_embeddings() if output_embeddings is not None else None
     keep = {id(head.weight)} if head is not None else set()
     skip = {
         id(p)
@@ -128,7 +135,8 @@ def dense_params(model: torch.nn.Module) -> int:
 
 def first_tensor(output: Any) -> torch.Tensor:
     """transformers 5 blocks return a tensor, T5 blocks and 4.x blocks a tuple led by the hidden states."""
-    return output[0] if isinstance(output, (tuple, list)) else output
+    tensor: torch.Tensor = output[0] if isinstance(output, (tuple, list)) else output
+    return tensor
 
 
 @contextmanager

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -31,6 +32,23 @@ THROTTLE_BITS: dict[int, str] = {
 SLOWDOWN_REASONS = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
+#: Slowdowns that are never normal. Reaching the power cap is how a loaded GPU runs at its default limit; it is
+#: only a fault when the limit was set below the default.
+FAULT_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+
+
+def slowed_down(reasons: Iterable[str], gpu: Any | None) -> bool:
+    """Throttling that explains a slow result: thermal or hardware slowdown, or a power cap below the default."""
+    seen = set(reasons)
+    if seen & FAULT_REASONS:
+        return True
+    lowered = (
+        gpu is not None
+        and gpu.power_limit_w is not None
+        and gpu.power_limit_default_w is not None
+        and gpu.power_limit_w < gpu.power_limit_default_w
+    )
+    return "sw_power_cap" in seen and bool(lowered)
 
 
 def decode_throttle(mask: int) -> tuple[str, ...]:
@@ -104,13 +122,16 @@ class Nvml:
         wanted = normalize_uuid(uuid)
         count = self._get(self._m.nvmlDeviceGetCount) or 0
         for i in range(count):
-            handle = self._get(lambda i=i: self._m.nvmlDeviceGetHandleByIndex(i))
+            handle = self.handle_for_index(i)
             if handle is None:
                 continue
-            got = self._get(lambda h=handle: _text(self._m.nvmlDeviceGetUUID(h)))
+            got = self._get(partial(self._uuid, handle))
             if got is not None and normalize_uuid(got) == wanted:
                 return handle
         return None
+
+    def _uuid(self, handle: Any) -> str:
+        return _text(self._m.nvmlDeviceGetUUID(handle))
 
     def handle_for_index(self, index: int) -> Any | None:
         return self._get(lambda: self._m.nvmlDeviceGetHandleByIndex(index))
@@ -185,10 +206,8 @@ def open_nvml() -> Iterator[Nvml | None]:
     try:
         yield Nvml(pynvml)
     finally:
-        try:
+        with suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
 
 
 _SMI_FIELDS = (
@@ -231,7 +250,7 @@ def smi_facts() -> dict[str, GpuFacts]:
         cols = [c.strip() for c in line.split(",")]
         if len(cols) != len(_SMI_FIELDS):
             continue
-        row = dict(zip(_SMI_FIELDS, cols))
+        row = dict(zip(_SMI_FIELDS, cols, strict=True))
         uuid = row["uuid"]
         facts[normalize_uuid(uuid)] = GpuFacts(
             uuid=uuid,

@@ -7,9 +7,22 @@ from collections.abc import Iterable, Sequence
 
 from rich.table import Table
 
-from schemas import Gpu, Machine, Result, RunSubmission
+from schemas import (
+    BandwidthParams,
+    CollectiveParams,
+    Gpu,
+    LayerParams,
+    Machine,
+    MamfMetrics,
+    MamfParams,
+    MatmulParams,
+    Result,
+    RunSubmission,
+    TrainingParams,
+    TransferParams,
+)
 
-from .benchmarks import Benchmark
+from .benchmarks import AnyBenchmark
 from .suites import Suite
 from .units import human_bytes
 from .upload import Delivery
@@ -54,8 +67,14 @@ def machine_table(machine: Machine) -> Table:
             ("L2 cache", [human_bytes(g.l2_cache_bytes) if g.l2_cache_bytes else "-" for g in gpus]),
             ("SM clock now / max", [f"{_opt(g.sm_clock_mhz)} / {_opt(g.sm_clock_max_mhz, ' MHz')}" for g in gpus]),
             ("mem clock now / max", [f"{_opt(g.mem_clock_mhz)} / {_opt(g.mem_clock_max_mhz, ' MHz')}" for g in gpus]),
-            ("power limit / default", [f"{_opt(g.power_limit_w)} / {_opt(g.power_limit_default_w, ' W')}" for g in gpus]),
-            ("PCIe now / max", [f"{_link(g.pcie_gen, g.pcie_width)} / {_link(g.pcie_gen_max, g.pcie_width_max)}" for g in gpus]),
+            (
+                "power limit / default",
+                [f"{_opt(g.power_limit_w)} / {_opt(g.power_limit_default_w, ' W')}" for g in gpus],
+            ),
+            (
+                "PCIe now / max",
+                [f"{_link(g.pcie_gen, g.pcie_width)} / {_link(g.pcie_gen_max, g.pcie_width_max)}" for g in gpus],
+            ),
             ("ECC / MIG", [f"{_opt(g.ecc_enabled)} / {_opt(g.mig_enabled)}" for g in gpus]),
             ("temperature", [_opt(g.temperature_start_c, " C") for g in gpus]),
             ("other processes", [_opt(g.other_processes) for g in gpus]),
@@ -86,25 +105,22 @@ def headline(result: Result) -> tuple[float, str] | None:
 def describe(result: Result) -> str:
     """A short label for a result's params, e.g. 'bf16 n=8192' or 'gpt2-medium fwd+bwd b=64 s=1024'."""
     p = result.params
-    parts = []
-    for key in ("model", "dtype", "op", "direction", "mode"):
-        if hasattr(p, key):
-            parts.append(str(getattr(p, key)))
-    if hasattr(p, "pinned"):
-        parts.append("pinned" if p.pinned else "pageable")
-    if result.benchmark == "matmul":
-        parts.append(f"n={p.n}")  # type: ignore[union-attr]
-    for key, short in (("batch", "b"), ("seq_len", "s")):
-        if hasattr(p, key):
-            parts.append(f"{short}={getattr(p, key)}")
-    if hasattr(p, "elements"):
-        parts.append(human_bytes(4 * p.elements))  # type: ignore[union-attr]
-    if hasattr(p, "bytes"):
-        parts.append(human_bytes(p.bytes))  # type: ignore[union-attr]
-    if result.benchmark == "mamf" and result.metrics is not None:
+    if isinstance(p, MatmulParams):
+        return f"{p.dtype} n={p.n}" if p.m == p.n == p.k else f"{p.dtype} {p.m}x{p.n}x{p.k}"
+    if isinstance(p, LayerParams):
+        return f"{p.model} {p.dtype} {p.mode} b={p.batch} s={p.seq_len}"
+    if isinstance(p, TrainingParams):
+        return f"{p.model} b={p.batch} s={p.seq_len}"
+    if isinstance(p, BandwidthParams):
+        return f"{p.op} {human_bytes(4 * p.elements)}"
+    if isinstance(p, TransferParams):
+        return f"{p.direction} {'pinned' if p.pinned else 'pageable'} {human_bytes(p.bytes)}"
+    if isinstance(p, MamfParams) and isinstance(result.metrics, MamfMetrics):
         m = result.metrics
-        parts.append(f"best {m.m}x{m.n}x{m.k}")  # type: ignore[union-attr]
-    return " ".join(parts)
+        return f"{p.dtype} best {m.m}x{m.n}x{m.k}"
+    if isinstance(p, CollectiveParams):
+        return f"{p.op} {human_bytes(p.bytes)} x{p.world_size}"
+    return ""
 
 
 def summary_table(run: RunSubmission) -> Table:
@@ -147,7 +163,7 @@ def problems(run: RunSubmission) -> list[str]:
     return [f"{text} (x{count})" if count > 1 else text for text, count in lines.items()]
 
 
-def benchmarks_table(suite: Suite, benchmarks: Iterable[Benchmark], cases: dict[str, list[str]]) -> Table:
+def benchmarks_table(suite: Suite, benchmarks: Iterable[AnyBenchmark], cases: dict[str, list[str]]) -> Table:
     table = Table(title=f"suite {suite.name}: {suite.description}", header_style="bold")
     for column in ("benchmark", "cases", "description", "params"):
         table.add_column(column)

@@ -28,13 +28,13 @@ from schemas import (
 )
 from schemas.base import WireModel
 
-from .benchmarks import Benchmark, Case
+from .benchmarks import AnyBenchmark, Case
 from .errors import Unsupported, is_oom
 from .monitor import Monitor
-from .nvml import SLOWDOWN_REASONS
+from .nvml import slowed_down
 from .physics import ABOVE_PEAK, peak_fraction
 from .target import Target
-from .timing import CudaTimer, Timed, TimingPolicy, measure_cpu
+from .timing import BurstPolicy, CudaTimer, Timed, TimingPolicy, bursts_cpu, measure_cpu
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,9 @@ class CaseContext:
             return measure_cpu(fn, chosen)
         return self._timer.measure(fn, chosen, flush=flush, graphable=graphable)
 
+    def bursts(self, fn: Callable[[], object], policy: BurstPolicy) -> Timed:
+        return bursts_cpu(fn, policy) if self._timer is None else self._timer.bursts(fn, policy)
+
     def free_memory(self) -> None:
         gc.collect()
         if self.target.kind == "cuda":
@@ -95,12 +98,12 @@ class CaseContext:
             torch.cuda.empty_cache()
 
 
-def planned(benchmarks: Sequence[Benchmark], targets: Sequence[Target]) -> list[tuple[Target, Benchmark, Case]]:
+def planned(benchmarks: Sequence[AnyBenchmark], targets: Sequence[Target]) -> list[tuple[Target, AnyBenchmark, Case]]:
     return [(t, b, c) for t in targets for b in benchmarks for c in b.cases(t)]
 
 
 def run_cases(
-    benchmarks: Sequence[Benchmark],
+    benchmarks: Sequence[AnyBenchmark],
     targets: Sequence[Target],
     gpus: Sequence[Gpu],
     policy: TimingPolicy,
@@ -114,7 +117,7 @@ def run_cases(
     by_index = {g.index: g for g in gpus}
     results: list[Result] = []
     contexts: dict[str, CaseContext] = {}
-    previous: Benchmark | None = None
+    previous: AnyBenchmark | None = None
     notify = on_event or (lambda _: None)
     for done, (target, bench, case) in enumerate(plan):
         if previous is not None and previous is not bench:
@@ -145,7 +148,7 @@ def _select(target: Target) -> None:
         torch.cuda.set_device(target.index)
 
 
-def run_case(bench: Benchmark, case: Case, ctx: CaseContext, monitor: Monitor, gpu: Gpu | None) -> Result:
+def run_case(bench: AnyBenchmark, case: Case, ctx: CaseContext, monitor: Monitor, gpu: Gpu | None) -> Result:
     target = ctx.target
     started, t0 = monitor.now(), time.perf_counter()
     status: Status = "ok"
@@ -168,12 +171,12 @@ def run_case(bench: Benchmark, case: Case, ctx: CaseContext, monitor: Monitor, g
     state = monitor.window(gpu.index, started, monitor.now()) if gpu is not None else None
     params = outcome.params or case.params
     fraction = peak_fraction(bench.KIND, params, outcome.metrics, target, gpu)
-    flags = list(outcome.flags)
+    flags: list[Flag] = list(outcome.flags)
     if outcome.timing.cv > HIGH_CV:
         flags.append("high_cv")
     if fraction is not None and fraction > ABOVE_PEAK:
         flags.append("above_peak")
-    if state is not None and SLOWDOWN_REASONS.intersection(state.throttle_reasons):
+    if state is not None and slowed_down(state.throttle_reasons, gpu):
         flags.append("throttled")
     return _result(
         bench,
@@ -183,7 +186,7 @@ def run_case(bench: Benchmark, case: Case, ctx: CaseContext, monitor: Monitor, g
         metrics=outcome.metrics,
         timing=outcome.timing,
         peak_fraction=fraction,
-        flags=tuple(dict.fromkeys(flags)),  # type: ignore[arg-type]
+        flags=tuple(dict.fromkeys(flags)),
         state=state,
         duration_s=time.perf_counter() - t0,
     )
@@ -203,12 +206,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _failed(
-    bench: Benchmark, case: Case, target: Target, status: Status, reason: str, duration: float = 0.0
+    bench: AnyBenchmark, case: Case, target: Target, status: Status, reason: str, duration: float = 0.0
 ) -> Result:
     return _result(bench, case.params, target, status=status, reason=reason, duration_s=duration)
 
 
-def _result(bench: Benchmark, params: WireModel, target: Target, **fields: Any) -> Result:
+def _result(bench: AnyBenchmark, params: WireModel, target: Target, **fields: Any) -> Result:
     model = RESULT_MODELS[bench.KIND]
     flags: tuple[Flag, ...] = fields.pop("flags", ())
     result: Result = model(

@@ -40,9 +40,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
                 if handle is not None:
                     handles[gpu.index] = handle
         with Monitor(nvml, handles) as monitor:
-            results = run_cases(
-                benchmarks, targets, gpus, chosen.policy, monitor, deadline=deadline, on_event=on_event
-            )
+            results = run_cases(benchmarks, targets, gpus, chosen.policy, monitor, deadline=deadline, on_event=on_event)
         gpus = [_with_state(gpu, monitor.run_state(gpu.index)) for gpu in gpus]
         samples = monitor.samples(MAX_SAMPLES)
         software = probe.software(nvml)

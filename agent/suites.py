@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .benchmarks import REGISTRY, Benchmark, benchmark_class
+from schemas.results import AttentionImplementation
+
+from .benchmarks import REGISTRY, AnyBenchmark, benchmark_class
 from .benchmarks.bandwidth import BandwidthGrid
 from .benchmarks.layers import LayerGrid
 from .benchmarks.mamf import MamfGrid
@@ -31,7 +33,7 @@ class Suite:
     policy: TimingPolicy
     grids: dict[str, Any] = field(default_factory=dict)
 
-    def benchmarks(self, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[Benchmark]:
+    def benchmarks(self, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[AnyBenchmark]:
         """The suite's benchmarks in run order, narrowed by ``only``/``skip`` (names checked against the registry)."""
         for name in (*only, *skip):
             benchmark_class(name)
@@ -40,7 +42,7 @@ class Suite:
         names = [n for n in REGISTRY if n in self.grids and (not only or n in only) and n not in skip]
         return [REGISTRY[n](self.grids[n]) for n in names]
 
-    def with_attention(self, attn_implementation: str) -> Suite:
+    def with_attention(self, attn_implementation: AttentionImplementation) -> Suite:
         """The same suite with every layer and training grid asking for ``attn_implementation``."""
         grids = {
             name: replace(grid, attn_implementation=attn_implementation)
@@ -55,13 +57,18 @@ QUICK = Suite(
     name="quick",
     description="every family once with tiny shapes; seconds on a CPU",
     policy=TimingPolicy(
-        warmup_s=0.005, min_warmup=1, min_repeats=3, max_repeats=50, min_time_s=0.005, max_time_s=0.08,
+        warmup_s=0.005,
+        min_warmup=1,
+        min_repeats=3,
+        max_repeats=50,
+        min_time_s=0.005,
+        max_time_s=0.08,
         target_rel_iqr=0.05,
     ),
     grids={
         "matmul": MatmulGrid(sizes=(128, 256), dtypes=DENSE_DTYPES),
         "matmul_fp8": MatmulGrid(sizes=(256,), dtypes=("fp8_e4m3",)),
-        "bandwidth": BandwidthGrid(elements=(1 << 16, 1 << 20), ops=("scale", "copy", "triad")),
+        "bandwidth": BandwidthGrid(scale=(1 << 16, 1 << 20), copy=(1 << 20,), triad=(1 << 20,)),
         "transfer": TransferGrid(sizes=(4 * MiB,)),
         "layer_bert": LayerGrid(model="bert-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
         "layer_gpt2": LayerGrid(model="gpt2-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
@@ -81,7 +88,11 @@ STANDARD = Suite(
     grids={
         "matmul": MatmulGrid(sizes=(128, 512, 2048, 4096, 8192, 16384), dtypes=DENSE_DTYPES),
         "matmul_fp8": MatmulGrid(sizes=(512, 2048, 4096, 8192, 16384), dtypes=("fp8_e4m3",)),
-        "bandwidth": BandwidthGrid(elements=tuple(1 << e for e in range(16, 29, 2)), ops=("scale", "copy", "triad")),
+        "bandwidth": BandwidthGrid(
+            scale=tuple(1 << e for e in range(16, 29, 2)),  # 256 KiB .. 1 GiB, the notebook's sizes and more
+            copy=(1 << 24, 1 << 26, 1 << 28),
+            triad=(1 << 24, 1 << 26, 1 << 28),
+        ),
         "transfer": TransferGrid(sizes=(256 * MiB,)),
         "layer_bert": LayerGrid(
             model="bert-large", seq_lens=(128, 512), batches=(2, 4, 8, 16, 32, 64, 128), dtypes=_LAYER_DTYPES

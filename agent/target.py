@@ -34,7 +34,9 @@ class Target:
     def torch_device(self) -> torch.device:
         import torch
 
-        return torch.device("cuda", self.index) if self.kind == "cuda" else torch.device("cpu")
+        if self.kind == "cuda" and self.index is not None:
+            return torch.device("cuda", self.index)
+        return torch.device("cpu")
 
     def unsupported_reason(self, dtype: str) -> str | None:
         """Why ``dtype`` cannot run here, or None when it can."""

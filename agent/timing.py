@@ -25,25 +25,40 @@ Method = Literal["cuda_event", "cuda_graph", "perf_counter"]
 
 @dataclass(frozen=True)
 class TimingPolicy:
-    """How long and how often to measure one case; suites choose one, tests shrink it."""
+    """How long and how often to measure one case; suites choose one, tests shrink it.
 
-    warmup_s: float = 0.03
+    The measuring window is short and nearly fixed (``min_time_s`` to ``max_time_s``): a GPU at its power cap
+    moves its clocks within tenths of a second, so windows of similar length in two runs see the same regime,
+    while an open-ended window would not.
+    """
+
+    warmup_s: float = 0.02
     min_warmup: int = 2
     min_repeats: int = 5
     max_repeats: int = 500
-    min_time_s: float = 0.05
-    max_time_s: float = 0.6
-    target_rel_iqr: float = 0.01
+    min_time_s: float = 0.06
+    max_time_s: float = 0.12
+    target_rel_iqr: float = 0.03
     graph_below_s: float = 2e-3  # replay calls shorter than this as a CUDA graph
     graph_target_s: float = 4e-3  # one graph replay should last about this long
     graph_max_calls: int = 256
     batch: int = 5  # repeats enqueued between host synchronisations
 
     def __post_init__(self) -> None:
-        if self.min_repeats < 2 or self.max_repeats < self.min_repeats:
-            raise ValueError("timing needs 2 <= min_repeats <= max_repeats")
+        if self.min_warmup < 1 or self.min_repeats < 2 or self.max_repeats < self.min_repeats:
+            raise ValueError("timing needs min_warmup >= 1 and 2 <= min_repeats <= max_repeats")
         if self.max_time_s < self.min_time_s:
             raise ValueError("timing needs min_time_s <= max_time_s")
+
+
+@dataclass(frozen=True)
+class BurstPolicy:
+    """Bursts of ``calls`` after ``idle_s`` of idleness; statistics over the ``keep`` fastest calls."""
+
+    bursts: int = 5
+    calls: int = 10
+    idle_s: float = 0.3
+    keep: int = 5
 
 
 @dataclass(frozen=True)
@@ -123,6 +138,20 @@ def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
     return Timed(stats=stats, launch_bound=False)
 
 
+def bursts_cpu(fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
+    """The CPU twin of ``CudaTimer.bursts`` (without the idle gaps, which only matter to a power-capped GPU)."""
+    begin = time.perf_counter()
+    fn()
+    samples = []
+    for _ in range(bursts.bursts * bursts.calls):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    fastest = sorted(samples)[: bursts.keep]
+    stats = summarize(fastest, method="perf_counter", warmup=1, calls_per_repeat=1, total_s=time.perf_counter() - begin)
+    return Timed(stats=stats, launch_bound=False)
+
+
 class CudaTimer:
     """CUDA-event timing on one device, with an L2 flush buffer sized from the device's cache."""
 
@@ -140,21 +169,24 @@ class CudaTimer:
     def _sync(self) -> None:
         self._torch.cuda.synchronize(self.device)
 
-    def _probe(self, fn: Callable[[], object]) -> tuple[float, float]:
-        """GPU time and host enqueue time of one call, each the best of three."""
+    def _warm(self, fn: Callable[[], object], policy: TimingPolicy) -> tuple[int, float, float]:
+        """Warm-up calls, each timed: the fastest says how long the GPU takes and how long the host took to launch."""
         torch = self._torch
+        begin, calls = time.perf_counter(), 0
         gpu, host = math.inf, math.inf
-        for _ in range(3):
-            self._sync()
+        while calls < policy.min_warmup or time.perf_counter() - begin < policy.warmup_s:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self._sync()
             start.record()
             h0 = time.perf_counter()
             fn()
-            host = min(host, time.perf_counter() - h0)
+            h1 = time.perf_counter()
             end.record()
             end.synchronize()
-            gpu = min(gpu, start.elapsed_time(end) / 1e3)
-        return gpu, host
+            calls += 1
+            if calls > 1 or policy.min_warmup == 1:  # the first call pays for allocation and lazy loading
+                gpu, host = min(gpu, start.elapsed_time(end) / 1e3), min(host, h1 - h0)
+        return calls, gpu, host
 
     def _capture(self, fn: Callable[[], object], calls: int) -> Callable[[], object] | None:
         """A replay of ``calls`` back-to-back calls, or None where the work cannot be captured."""
@@ -175,20 +207,15 @@ class CudaTimer:
         except (RuntimeError, NotImplementedError):
             self._sync()
             return None
-        return graph.replay
+        replay: Callable[[], object] = graph.replay
+        return replay
 
     def measure(
         self, fn: Callable[[], object], policy: TimingPolicy, *, flush: bool = True, graphable: bool = True
     ) -> Timed:
         torch = self._torch
         begin = time.perf_counter()
-        warmup = 0
-        while warmup < policy.min_warmup or time.perf_counter() - begin < policy.warmup_s:
-            fn()
-            self._sync()
-            warmup += 1
-        gpu_s, host_s = self._probe(fn)
-        warmup += 3
+        warmup, gpu_s, host_s = self._warm(fn, policy)
         launch_bound = host_s > 0.5 * gpu_s
         body: Callable[[], object] = fn
         method: Method = "cuda_event"
@@ -218,3 +245,28 @@ class CudaTimer:
             samples, method=method, warmup=warmup, calls_per_repeat=calls, total_s=time.perf_counter() - begin
         )
         return Timed(stats=stats, launch_bound=launch_bound)
+
+    def bursts(self, fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
+        """Short bursts after idle gaps, each call timed: what the GPU achieves at boost clock (mamf-finder's MAMF)."""
+        torch = self._torch
+        begin = time.perf_counter()
+        fn()
+        self._sync()
+        samples: list[float] = []
+        for _ in range(bursts.bursts):
+            time.sleep(bursts.idle_s)
+            events = []
+            for _ in range(bursts.calls):
+                self.flush()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                events.append((start, end))
+            events[-1][1].synchronize()
+            samples.extend(s.elapsed_time(e) / 1e3 for s, e in events)
+        fastest = sorted(samples)[: bursts.keep]
+        stats = summarize(
+            fastest, method="cuda_event", warmup=1, calls_per_repeat=1, total_s=time.perf_counter() - begin
+        )
+        return Timed(stats=stats, launch_bound=False)

@@ -116,9 +116,7 @@ def spooled(spool_dir: Path) -> list[Path]:
     return sorted(spool_dir.glob("*.json")) if spool_dir.is_dir() else []
 
 
-def push(
-    config: UploadConfig, client: httpx.Client, *, sleep: Callable[[float], None] = time.sleep
-) -> list[Delivery]:
+def push(config: UploadConfig, client: httpx.Client, *, sleep: Callable[[float], None] = time.sleep) -> list[Delivery]:
     """Send every spooled run; a file is deleted only after the collector answered 2xx for it."""
     deliveries = []
     for path in spooled(config.spool_dir):

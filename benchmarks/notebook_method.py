@@ -89,7 +89,9 @@ def main() -> None:
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(),
         "matmul": [] if args.skip_matmul else matmul(args.min_run_time),
-        "layers": [row for attn in args.attn.split(",") for row in layers(args.min_run_time, attn, args.cells == "large")],
+        "layers": [
+            row for attn in args.attn.split(",") for row in layers(args.min_run_time, attn, args.cells == "large")
+        ],
     }
     result["seconds"] = time.perf_counter() - began
     with open(args.out, "w", encoding="utf-8") as fh:

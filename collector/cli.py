@@ -6,7 +6,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -32,10 +32,10 @@ DbOpt = Annotated[Path, typer.Option("--db", envvar="FLOPFLEET_DB", help="The Du
 @app.command()
 def serve(
     db: DbOpt = Path("flopfleet.duckdb"),
-    host: Annotated[Optional[str], typer.Option(help="Interface to listen on [default: 127.0.0.1].")] = None,
-    port: Annotated[Optional[int], typer.Option(help="Port; 0 picks a free one [default: 8000].")] = None,
-    port_file: Annotated[Optional[Path], typer.Option(help="Write the bound port here once listening.")] = None,
-    log_level: Annotated[Optional[str], typer.Option(help="uvicorn log level [default: info].")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port; 0 picks a free one [default: 8000].")] = None,
+    port_file: Annotated[Path | None, typer.Option(help="Write the bound port here once listening.")] = None,
+    log_level: Annotated[str | None, typer.Option(help="uvicorn log level [default: info].")] = None,
 ) -> None:
     """Run the collector's HTTP API and report pages (FastAPI on uvicorn)."""
     import uvicorn
@@ -83,7 +83,7 @@ def ingest(
 def report(
     db: DbOpt = Path("flopfleet.duckdb"),
     fmt: Annotated[str, typer.Option("--format", help="md or html")] = "html",
-    output: Annotated[Optional[Path], typer.Option(help="Write here instead of standard output.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write here instead of standard output.")] = None,
 ) -> None:
     """The cross-card comparison: a Markdown table, or one self-contained HTML page with charts."""
     from .report import build_report
@@ -103,7 +103,7 @@ def report(
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="One SELECT statement, e.g. \"SELECT * FROM cards\".")],
+    query: Annotated[str, typer.Argument(help='One SELECT statement, e.g. "SELECT * FROM cards".')],
     db: DbOpt = Path("flopfleet.duckdb"),
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
     max_rows: Annotated[int, typer.Option(help="Stop after this many rows.")] = 10_000,
@@ -123,7 +123,7 @@ def sql(
 
 
 @app.command()
-def schema(output: Annotated[Optional[Path], typer.Option(help="Write here instead of standard output.")] = None) -> None:
+def schema(output: Annotated[Path | None, typer.Option(help="Write here instead of standard output.")] = None) -> None:
     """Print the JSON Schema of a run (the wire contract), generated from the models."""
     from schemas.jsonschema import render_json_schema
 

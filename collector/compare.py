@@ -110,10 +110,11 @@ class Series:
 
 
 def _cards(con: duckdb.DuckDBPyConnection) -> list[Card]:
-    rows = con.execute(
-        "SELECT card, gpu_name, devices, runs FROM cards ORDER BY gpu_name IS NULL, card"
-    ).fetchall()
-    return [Card(card, name, int(devices), int(runs), match_spec(name) if name else None) for card, name, devices, runs in rows]
+    rows = con.execute("SELECT card, gpu_name, devices, runs FROM cards ORDER BY gpu_name IS NULL, card").fetchall()
+    return [
+        Card(card, name, int(devices), int(runs), match_spec(name) if name else None)
+        for card, name, devices, runs in rows
+    ]
 
 
 def _cells(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Cell]:
@@ -148,9 +149,7 @@ def _datasheet_rows(cards: list[Card]) -> list[Row]:
 def comparison(con: duckdb.DuckDBPyConnection) -> Comparison:
     cards = _cards(con)
     cells = _cells(con)
-    measured = [
-        Row(m.label, m.unit, m.digits, [cells.get((card.label, m.key)) for card in cards]) for m in METRICS
-    ]
+    measured = [Row(m.label, m.unit, m.digits, [cells.get((card.label, m.key)) for card in cards]) for m in METRICS]
     runs_row = con.execute("SELECT count(*) FROM runs").fetchone()
     return Comparison(
         cards=cards,

@@ -139,5 +139,5 @@ class Store:
             [limit, offset],
         )
         keys = ("run_id", "suite", "device", "hostname", "started_at", "received_at", "gpu_names", "results")
-        rows = [dict(zip(keys, row)) for row in cur.fetchall()]
+        rows = [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
         return rows, int(total[0]) if total else 0

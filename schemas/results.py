@@ -119,7 +119,11 @@ class MamfParams(WireModel):
 
 
 class MamfMetrics(WireModel):
+    """``tflops``: median of the best shape's 5 fastest calls in bursts after idle gaps, at boost clock
+    (mamf-finder's achievable figure); ``sustained_tflops``: the same shape under continuous load."""
+
     tflops: Rate
+    sustained_tflops: Rate | None = None
     m: Dim
     n: Dim
     k: Dim

@@ -59,4 +59,3 @@ class RunSubmission(WireModel):
             if result.gpu_index is not None and result.gpu_index not in known:
                 raise ValueError(f"results[{i}].gpu_index {result.gpu_index} names no GPU in gpus {sorted(known)}")
         return self
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from .bandwidth import BandwidthBenchmark
-from .base import Benchmark, Case, Context, Outcome
+from .base import AnyBenchmark, Benchmark, Case, Context, Outcome
 from .layers import BertLayerBenchmark, Gpt2BlockBenchmark, T5DecoderBenchmark, T5EncoderBenchmark
 from .mamf import MamfBenchmark
 from .matmul import Fp8MatmulBenchmark, MatmulBenchmark
@@ -12,7 +12,7 @@ from .training import BertTrainingBenchmark, Gpt2TrainingBenchmark
 from .transfer import TransferBenchmark
 
 #: Name -> class, in the order a suite runs them.
-REGISTRY: dict[str, type[Benchmark]] = {
+REGISTRY: dict[str, type[AnyBenchmark]] = {
     cls.NAME: cls
     for cls in (
         MatmulBenchmark,
@@ -30,11 +30,11 @@ REGISTRY: dict[str, type[Benchmark]] = {
 }
 
 
-def benchmark_class(name: str) -> type[Benchmark]:
+def benchmark_class(name: str) -> type[AnyBenchmark]:
     try:
         return REGISTRY[name]
     except KeyError:
         raise ConfigError(f"unknown benchmark {name!r}; known: {', '.join(REGISTRY)}") from None
 
 
-__all__ = ["REGISTRY", "Benchmark", "Case", "Context", "Outcome", "benchmark_class"]
+__all__ = ["REGISTRY", "AnyBenchmark", "Benchmark", "Case", "Context", "Outcome", "benchmark_class"]

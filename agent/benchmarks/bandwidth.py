@@ -23,11 +23,14 @@ MAX_SETS = 256
 
 @dataclass(frozen=True)
 class BandwidthGrid:
-    elements: tuple[int, ...]
-    ops: tuple[str, ...] = ("scale",)
+    """fp32 element counts per op; an empty tuple leaves the op out."""
+
+    scale: tuple[int, ...] = ()
+    copy: tuple[int, ...] = ()
+    triad: tuple[int, ...] = ()
 
 
-class BandwidthBenchmark(Benchmark):
+class BandwidthBenchmark(Benchmark[BandwidthGrid]):
     NAME = "bandwidth"
     KIND = "bandwidth"
     DESCRIPTION = "device memory GB/s: a*1.2 (1 FLOP, 8 bytes per fp32 element), copy, triad"
@@ -35,9 +38,8 @@ class BandwidthBenchmark(Benchmark):
 
     def cases(self, target: Target) -> list[Case]:
         cases = []
-        for op in self.grid.ops:
-            arrays, flops = OPS[op]
-            for n in self.grid.elements:
+        for op, (arrays, flops) in OPS.items():
+            for n in getattr(self.grid, op):
                 params = BandwidthParams(
                     op=op,  # type: ignore[arg-type]
                     dtype="fp32",

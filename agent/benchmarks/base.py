@@ -5,13 +5,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from schemas import Flag, TimingStats
 from schemas.base import WireModel
 
 from ..target import Target
-from ..timing import Timed, TimingPolicy
+from ..timing import BurstPolicy, Timed, TimingPolicy
 
 
 @dataclass(frozen=True)
@@ -48,21 +48,26 @@ class Context(Protocol):
         policy: TimingPolicy | None = None,
     ) -> Timed: ...
 
+    def bursts(self, fn: Callable[[], object], policy: BurstPolicy) -> Timed: ...
+
     def free_memory(self) -> None: ...
 
 
-class Benchmark(ABC):
-    """A registered family of cases. ``KIND`` is the result kind it produces on the wire."""
+G = TypeVar("G")
+
+
+class Benchmark(ABC, Generic[G]):
+    """A registered family of cases over a typed grid. ``KIND`` is the result kind it produces on the wire."""
 
     NAME: ClassVar[str]
     KIND: ClassVar[str]
     DESCRIPTION: ClassVar[str]
-    Grid: ClassVar[type]
+    Grid: ClassVar[type[Any]]
 
-    def __init__(self, grid: Any) -> None:
+    def __init__(self, grid: G) -> None:
         if not isinstance(grid, self.Grid):
             raise TypeError(f"{self.NAME} takes a {self.Grid.__name__}, not {type(grid).__name__}")
-        self.grid = grid
+        self.grid: G = grid
 
     @abstractmethod
     def cases(self, target: Target) -> list[Case]:
@@ -74,3 +79,7 @@ class Benchmark(ABC):
 
     def close(self) -> None:
         """Drop anything kept between cases (built models), so the next benchmark has the memory."""
+
+
+#: A benchmark over any grid, as registries and runners hold them.
+AnyBenchmark = Benchmark[Any]

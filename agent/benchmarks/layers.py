@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from schemas import LayerMetrics, LayerParams
+from schemas import Flag, LayerMetrics, LayerParams
+from schemas.results import AttentionImplementation
 
 from .. import models
 from ..errors import Unsupported
@@ -26,10 +27,10 @@ class LayerGrid:
     batches: tuple[int, ...]
     dtypes: tuple[str, ...] = ("fp16",)
     modes: tuple[str, ...] = ("fwd", "fwd+bwd")
-    attn_implementation: str = "sdpa"
+    attn_implementation: AttentionImplementation = "sdpa"
 
 
-class _LayerBenchmark(Benchmark):
+class _LayerBenchmark(Benchmark[LayerGrid]):
     KIND = "layer"
     BLOCK: str
     Grid = LayerGrid
@@ -41,9 +42,7 @@ class _LayerBenchmark(Benchmark):
             for seq in self.grid.seq_lens:
                 for batch in self.grid.batches:
                     for mode in self.grid.modes:
-                        flops = layer_flops(
-                            batch, seq, shape.hidden, shape.ffn, mode=mode, cross_attention=self._cross
-                        )
+                        flops = layer_flops(batch, seq, shape.hidden, shape.ffn, mode=mode, cross_attention=self._cross)
                         params = LayerParams(
                             model=shape.name,
                             block=self.BLOCK,  # type: ignore[arg-type]
@@ -64,7 +63,7 @@ class _LayerBenchmark(Benchmark):
     def _cross(self) -> bool:
         return self.BLOCK == "t5_decoder_block"
 
-    def __init__(self, grid: Any) -> None:
+    def __init__(self, grid: LayerGrid) -> None:
         super().__init__(grid)
         self._built: tuple[tuple[str, str, str], Any] | None = None
 
@@ -102,12 +101,11 @@ class _LayerBenchmark(Benchmark):
 
         call = forward if params.mode == "fwd" else forward_backward
         with models.observe_attention(params.attn_implementation) as ran:
-            call()
+            timed = ctx.measure(call)
         attention = ran()
-        timed = ctx.measure(call)
         metrics = LayerMetrics(tflops=params.flops_per_call / timed.stats.median_s / 1e12)
         refined = params.model_copy(update={"attn_implementation": attention})
-        flags = ("launch_bound",) if timed.launch_bound else ()
+        flags: tuple[Flag, ...] = ("launch_bound",) if timed.launch_bound else ()
         return Outcome(metrics=metrics, timing=timed.stats, params=refined, flags=flags)
 
     def close(self) -> None:

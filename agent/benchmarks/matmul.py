@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from schemas import MatmulMetrics, MatmulParams
+from schemas import Flag, MatmulMetrics, MatmulParams
 
 from ..errors import Unsupported
 from ..flops import matmul_flops
@@ -85,7 +85,7 @@ def matmul_op(target: Target, dtype: str, m: int, n: int, k: int) -> MatmulOp:
     return MatmulOp(call=lambda: torch.mm(a, b, out=out), a=a, b=b)
 
 
-class MatmulBenchmark(Benchmark):
+class MatmulBenchmark(Benchmark[MatmulGrid]):
     NAME = "matmul"
     KIND = "matmul"
     DESCRIPTION = "square matmul TFLOPS over sizes in fp32 (TF32 off), tf32, fp16, bf16"
@@ -109,7 +109,7 @@ class MatmulBenchmark(Benchmark):
         metrics = MatmulMetrics(
             tflops=matmul_flops(p.m, p.n, p.k) / timed.stats.median_s / 1e12, rel_error=err, tolerance=tolerance
         )
-        flags = ("wrong_result",) if err > tolerance else ()
+        flags: tuple[Flag, ...] = ("wrong_result",) if err > tolerance else ()
         return Outcome(metrics=metrics, timing=timed.stats, flags=flags)
 
 

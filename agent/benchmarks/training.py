@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import TrainingMetrics, TrainingParams
+from schemas.results import AttentionImplementation
 
 from .. import models
 from ..errors import is_oom
 from ..flops import training_flops_per_token
-from ..target import Target
 from ..physics import peak_tflops
+from ..target import Target
 from .base import Benchmark, Case, Context, Outcome
 
 TASKS = {"bert": "mlm", "gpt2": "clm"}
@@ -29,7 +30,7 @@ class TrainingGrid:
     seq_len: int
     batch_cap: int
     search: bool = True  # False: run exactly batch_cap
-    attn_implementation: str = "sdpa"
+    attn_implementation: AttentionImplementation = "sdpa"
 
 
 def precision_for(target: Target) -> str:
@@ -39,7 +40,7 @@ def precision_for(target: Target) -> str:
     return "fp32"
 
 
-class _TrainingBenchmark(Benchmark):
+class _TrainingBenchmark(Benchmark[TrainingGrid]):
     KIND = "training"
     Grid = TrainingGrid
 
@@ -62,7 +63,7 @@ class _TrainingBenchmark(Benchmark):
             ),
             batch_search="max_fit" if self.grid.search else "fixed",
             batch_cap=self.grid.batch_cap if self.grid.search else None,
-            attn_implementation=self.grid.attn_implementation,  # type: ignore[arg-type]
+            attn_implementation=self.grid.attn_implementation,
         )
         label = f"{shape.name} seq={self.grid.seq_len} batch{'<=' if self.grid.search else '='}{self.grid.batch_cap}"
         return [Case(label=label, params=params)]
@@ -154,4 +155,3 @@ class BertTrainingBenchmark(_TrainingBenchmark):
 class Gpt2TrainingBenchmark(_TrainingBenchmark):
     NAME = "training_gpt2"
     DESCRIPTION = "GPT-2-medium causal-LM training step (AdamW, bf16 autocast): samples/s, tokens/s, MFU"
-

@@ -19,7 +19,7 @@ class TransferGrid:
     pinned: tuple[bool, ...] = (True, False)
 
 
-class TransferBenchmark(Benchmark):
+class TransferBenchmark(Benchmark[TransferGrid]):
     NAME = "transfer"
     KIND = "transfer"
     DESCRIPTION = "host->device and device->host GB/s, pinned and pageable"
@@ -44,7 +44,9 @@ class TransferBenchmark(Benchmark):
         if ctx.target.kind != "cuda":
             raise Unsupported("host<->device transfers need a GPU; this run is on the CPU")
         device = ctx.target.torch_device()
-        host = torch.randint(0, 255, (params.bytes,), dtype=torch.uint8, pin_memory=params.pinned)
+        # Filled (so pageable pages are faulted in) but not random: links do not compress, and randint on
+        # hundreds of MiB would cost the suite seconds.
+        host = torch.full((params.bytes,), 7, dtype=torch.uint8, pin_memory=params.pinned)
         dev = torch.empty(params.bytes, dtype=torch.uint8, device=device)
         src, dst = (host, dev) if params.direction == "h2d" else (dev, host)
         # Pageable copies are staged by the driver and cannot be captured in a graph; the cache is irrelevant.

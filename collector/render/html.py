@@ -63,11 +63,15 @@ def report_html(
         _table(cmp) if cmp.cards else "<p>No results stored yet.</p>",
     ]
     if matmul:
-        sections += ["<h2>Matrix multiply: TFLOPS against size</h2>",
-                     _charts("matmul", matmul, x_label="n (square n×n×n)", y_label="TFLOPS")]
+        sections += [
+            "<h2>Matrix multiply: TFLOPS against size</h2>",
+            _charts("matmul", matmul, x_label="n (square n×n×n)", y_label="TFLOPS"),
+        ]
     if layers:
-        sections += ["<h2>Transformer layers (fp16): TFLOPS against batch</h2>",
-                     _charts("", layers, x_label="batch", y_label="TFLOPS")]
+        sections += [
+            "<h2>Transformer layers (fp16): TFLOPS against batch</h2>",
+            _charts("", layers, x_label="batch", y_label="TFLOPS"),
+        ]
     sections += [
         "<h2>Runs</h2>",
         "<table><thead><tr><th>started</th><th>host</th><th>suite</th><th>device</th><th>GPUs</th><th>torch</th>"

@@ -40,7 +40,7 @@ def as_csv(result: QueryResult) -> str:
 
 
 def as_json(result: QueryResult) -> str:
-    rows = [dict(zip(result.columns, (plain(v) for v in row))) for row in result.rows]
+    rows = [dict(zip(result.columns, (plain(v) for v in row), strict=True)) for row in result.rows]
     return json.dumps({"columns": result.columns, "rows": rows, "truncated": result.truncated}, indent=1)
 
 

@@ -1,0 +1,55 @@
+# flopfleet: `make demo` runs the main job, `make test` the tests; both set up .venv on first use.
+#
+# TORCH_SPEC pins the test environment's torch: on this platform torch==2.13.0 is a CPU build from local disk,
+# while an unpinned torch downloads a CUDA build of several GB. With your own CUDA torch installed system-wide:
+#     make demo TORCH_SPEC= VENV_ARGS=--system-site-packages
+PYTHON ?= python3
+VENV ?= .venv
+VENV_ARGS ?=
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= agent,collector,dev
+PYTEST_ARGS ?=
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(eval) ,_,$(TORCH_SPEC)))
+
+.PHONY: demo test test-gpu lint format schema gpu-wheels clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV_ARGS) $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(if $(TORCH_SPEC),$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)")
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/python scripts/demo.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -m gpu $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy agent collector schemas
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+schema: $(STAMP)
+	$(BIN)/python -c "from schemas.jsonschema import write_json_schema; print(write_json_schema())"
+
+# Wheels the lent GPU machine lacks (it has torch, transformers, httpx, typer, rich, nvidia-ml-py; no registry).
+GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.7.0 typing-inspection==0.4.4 \
+	typing-extensions==4.16.0 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 duckdb==2.0.1 \
+	opentelemetry-api==1.45.2
+gpu-wheels:
+	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
+
+clean:
+	rm -rf $(VENV) demo build *.egg-info .pytest_cache .mypy_cache .ruff_cache

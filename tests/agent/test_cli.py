@@ -1,0 +1,58 @@
+"""The agent's command line, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+
+from schemas import Machine, RunSubmission
+from tests.conftest import agent_cli
+
+
+def test_info_json_is_the_schema_object() -> None:
+    done = agent_cli("info", "--json", "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    machine = Machine.model_validate_json(done.stdout)
+    assert machine.host.cpu_count >= 1
+    assert machine.software.torch
+
+
+def test_info_table_names_the_software() -> None:
+    done = agent_cli("info", "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    assert "torch" in done.stdout and "transformers" in done.stdout
+
+
+def test_list_shows_every_benchmark_with_its_cases() -> None:
+    done = agent_cli("list", "--suite", "standard", "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    for name in ("matmul", "matmul_fp8", "bandwidth", "transfer", "layer_bert", "layer_t5_decoder", "training_gpt2"):
+        assert name in done.stdout
+
+
+def test_the_quick_run_covers_every_family(quick_run: dict[str, object]) -> None:
+    run = RunSubmission.model_validate_json(json.dumps(quick_run))
+    assert run.suite == "quick" and run.device == "cpu" and run.gpus == ()
+    names = {r.name for r in run.results}
+    assert names == {"matmul", "matmul_fp8", "bandwidth", "transfer", "layer_bert", "layer_gpt2",
+                     "layer_t5_encoder", "layer_t5_decoder", "training_bert", "training_gpt2"}  # fmt: skip
+    statuses = {(r.name, r.status) for r in run.results}
+    assert ("transfer", "unsupported") in statuses and ("matmul_fp8", "unsupported") in statuses
+    ok = [r for r in run.results if r.status == "ok"]
+    assert len(ok) >= 20
+    assert (run.finished_at - run.started_at).total_seconds() < 60
+
+
+def test_unknown_names_and_devices_fail_with_the_allowed_values() -> None:
+    done = agent_cli("run", "--device", "cpu", "--only", "matmull", "-q")
+    assert done.returncode == 1
+    assert "unknown benchmark 'matmull'" in done.stderr and "layer_bert" in done.stderr
+    done = agent_cli("run", "--device", "tpu", "-q")
+    assert done.returncode == 1 and "cuda, cpu" in done.stderr
+    done = agent_cli("run", "--device", "cpu", "--tag", "novalue", "-q")
+    assert done.returncode == 1 and "key=value" in done.stderr
+
+
+def test_push_without_a_collector_says_so(tmp_path: object) -> None:
+    done = agent_cli("push", env={"FLOPFLEET_COLLECTOR": ""})
+    assert done.returncode == 1
+    assert "--collector" in done.stderr

@@ -1,0 +1,93 @@
+"""The DuckDB store on a real file: whole runs, once; typed columns; read-only SQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from collector.errors import DatabaseBusy, QueryRefused, RunConflict
+from collector.sqlguard import run_query
+from collector.store import Store
+from collector.views import VIEWS
+from tests.factories import bandwidth, layer, make_run, matmul
+
+
+def test_a_run_is_stored_whole_with_typed_columns(tmp_path: Path) -> None:
+    run = make_run([matmul(8192, "bf16", 700.0), layer("bert_layer", "fwd", 64, 512, 390.0), bandwidth(1 << 26, 4200)])
+    with Store(tmp_path / "db.duckdb") as store:
+        stored = store.add_run(run)
+        cur = store.cursor()
+        assert stored.status == "created" and stored.results == 3
+        assert cur.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+        assert cur.execute("SELECT count(*) FROM gpus").fetchone() == (1,)
+        row = cur.execute("SELECT dtype, n, tflops, timing_method FROM results WHERE benchmark = 'matmul'").fetchone()
+        assert row == ("bf16", 8192, 700.0, "cuda_event")
+        types = dict(cur.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                 "WHERE table_name = 'results'").fetchall())  # fmt: skip
+        assert (types["tflops"], types["n"], types["flags"], types["run_id"]) == (
+            "DOUBLE",
+            "BIGINT",
+            "VARCHAR[]",
+            "UUID",
+        )
+
+
+def test_the_same_run_twice_is_stored_once_and_a_changed_one_is_a_conflict(tmp_path: Path) -> None:
+    run = make_run([matmul(64, "fp32", 1.0)])
+    changed = make_run([matmul(64, "fp32", 2.0)], run_id=str(run.run_id))
+    with Store(tmp_path / "db.duckdb") as store:
+        assert store.add_run(run).status == "created"
+        assert store.add_run(run).status == "duplicate"
+        with pytest.raises(RunConflict, match=str(run.run_id)):
+            store.add_run(changed)
+        assert store.cursor().execute("SELECT count(*) FROM results").fetchone() == (1,)
+
+
+def test_views_answer_with_the_card_name(tmp_path: Path) -> None:
+    with Store(tmp_path / "db.duckdb") as store:
+        store.add_run(make_run([matmul(4096, "fp16", 600.0)]))
+        cur = store.cursor()
+        for view in VIEWS:
+            cur.execute(f"SELECT * FROM {view} LIMIT 1").fetchall()
+        assert cur.execute("SELECT card, tflops FROM matmul").fetchall() == [("NVIDIA H100 80GB HBM3 80 GiB", 600.0)]
+
+
+def test_a_read_only_store_refuses_writes_and_the_guard_names_the_statement(tmp_path: Path) -> None:
+    path = tmp_path / "db.duckdb"
+    with Store(path) as store:
+        store.add_run(make_run([matmul(64, "fp32", 1.0)]))
+    with Store(path, read_only=True) as store:
+        cur = store.cursor()
+        assert run_query(cur, "SELECT count(*) AS n FROM runs", max_rows=10).rows == [(1,)]
+        for sql, kind in (("DELETE FROM runs", "DELETE"), ("COPY runs TO 'x.csv'", "COPY"),
+                          ("ATTACH 'x.db' AS x", "ATTACH"), ("PRAGMA version", "PRAGMA")):  # fmt: skip
+            with pytest.raises(QueryRefused, match=kind):
+                run_query(cur, sql, max_rows=10)
+        with pytest.raises(QueryRefused, match="exactly one statement"):
+            run_query(cur, "SELECT 1; SELECT 2", max_rows=10)
+        with pytest.raises(duckdb.Error):
+            cur.execute("INSERT INTO meta VALUES ('a', 'b')")
+
+
+def test_row_cap_sets_truncated(tmp_path: Path) -> None:
+    with Store(tmp_path / "db.duckdb") as store:
+        result = run_query(store.cursor(), "SELECT * FROM range(100)", max_rows=10)
+    assert len(result.rows) == 10 and result.truncated
+
+
+def test_a_database_held_by_a_writer_is_reported_busy(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "db.duckdb"
+    Store(path).close()
+    script = f"import duckdb, time; c = duckdb.connect({str(path)!r}); print('ok', flush=True); time.sleep(30)"
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
+            with pytest.raises(DatabaseBusy, match="in use by another process"):
+                Store(path, read_only=True)
+        finally:
+            holder.kill()

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import Collector, serve_collector
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def agent_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real agent entry point, in a child process with its own environment."""
+    merged = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "160", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args], capture_output=True, text=True, env=merged, timeout=timeout, cwd=ROOT
+    )
+
+
+def collector_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "collector", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[Collector]:
+    with serve_collector(tmp_path / "flopfleet.duckdb") as served:
+        yield served
+
+
+@pytest.fixture(scope="session")
+def quick_run_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real quick CPU run through the agent CLI, shared by the tests that only read it."""
+    out = tmp_path_factory.mktemp("quick") / "run.json"
+    spool = out.parent / "spool"
+    done = agent_cli("run", "--suite", "quick", "--device", "cpu", "--output", str(out), "-q",
+                     "--spool-dir", str(spool))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def quick_run(quick_run_file: Path) -> dict[str, object]:
+    data: dict[str, object] = json.loads(quick_run_file.read_text())
+    return data
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A gpu test on a machine without CUDA fails loudly instead of skipping quietly."""
+    if item.get_closest_marker("gpu") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.fail("this test needs a CUDA GPU: run `make test-gpu` on a GPU machine", pytrace=False)

@@ -1,0 +1,128 @@
+"""Runs built by code: the fixture data for schema, store and report tests (no GPU needed)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from schemas import RunSubmission
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def timing(median_s: float = 1e-3) -> dict[str, Any]:
+    return {
+        "method": "cuda_event",
+        "median_s": median_s,
+        "mean_s": median_s,
+        "min_s": median_s * 0.99,
+        "max_s": median_s * 1.01,
+        "iqr_s": median_s * 0.005,
+        "cv": 0.004,
+        "repeats": 20,
+        "warmup": 3,
+        "calls_per_repeat": 1,
+        "total_s": 0.1,
+    }
+
+
+def matmul(n: int, dtype: str, tflops: float, gpu_index: int | None = 0, **extra: Any) -> dict[str, Any]:
+    return {
+        "benchmark": "matmul",
+        "name": "matmul",
+        "gpu_index": gpu_index,
+        "status": "ok",
+        "params": {"m": n, "n": n, "k": n, "dtype": dtype},
+        "metrics": {"tflops": tflops, "rel_error": 1e-4, "tolerance": 5e-3},
+        "timing": timing(2 * n**3 / tflops / 1e12),
+        **extra,
+    }
+
+
+def layer(block: str, mode: str, batch: int, seq: int, tflops: float, dtype: str = "fp16") -> dict[str, Any]:
+    model = {"bert_layer": "bert-large", "gpt2_block": "gpt2-medium"}.get(block, "t5-large")
+    return {
+        "benchmark": "layer",
+        "name": "layer_" + block.split("_")[0] if block in ("bert_layer", "gpt2_block") else "layer_t5_encoder",
+        "gpu_index": 0,
+        "status": "ok",
+        "params": {
+            "model": model,
+            "block": block,
+            "hidden": 1024,
+            "heads": 16,
+            "ffn": 4096,
+            "batch": batch,
+            "seq_len": seq,
+            "dtype": dtype,
+            "mode": mode,
+            "attn_implementation": "sdpa",
+            "flops_per_call": 10**12,
+        },
+        "metrics": {"tflops": tflops},
+        "timing": timing(1 / tflops),
+    }
+
+
+def bandwidth(elements: int, gbps: float) -> dict[str, Any]:
+    return {
+        "benchmark": "bandwidth",
+        "name": "bandwidth",
+        "gpu_index": 0,
+        "status": "ok",
+        "params": {
+            "op": "scale",
+            "dtype": "fp32",
+            "elements": elements,
+            "bytes_per_call": 8 * elements,
+            "flops_per_call": elements,
+        },
+        "metrics": {"gbps": gbps, "tflops": gbps / 8 / 1000},
+        "timing": timing(8 * elements / gbps / 1e9),
+    }
+
+
+def gpu(name: str = "NVIDIA H100 80GB HBM3", index: int = 0, memory_gib: int = 80, **extra: Any) -> dict[str, Any]:
+    return {
+        "index": index,
+        "name": name,
+        "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + str(index) + str(extra.get('host', '')))}",
+        "memory_bytes": memory_gib << 30,
+        "compute_capability": "9.0",
+        "sm_count": 132,
+        "power_limit_w": 700.0,
+        "power_limit_default_w": 700.0,
+        **{k: v for k, v in extra.items() if k != "host"},
+    }
+
+
+def run_dict(
+    results: list[dict[str, Any]],
+    gpus: list[dict[str, Any]] | None = None,
+    *,
+    hostname: str = "node1",
+    started: datetime = T0,
+    run_id: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "run_id": run_id or str(uuid.uuid4()),
+        "agent_version": "0.1.0",
+        "suite": "standard",
+        "device": "cuda" if gpus is None or gpus else "cpu",
+        "started_at": started.isoformat(),
+        "finished_at": (started + timedelta(seconds=80)).isoformat(),
+        "host": {"hostname": hostname, "os": "Linux", "cpu_count": 16, "cpu_model": "Xeon"},
+        "software": {"python": "3.12.3", "agent": "0.1.0", "torch": "2.11.0", "cuda": "13.0", "driver": "580.1"},
+        "gpus": [gpu()] if gpus is None else gpus,
+        "results": results,
+        **extra,
+    }
+
+
+def make_run(results: list[dict[str, Any]], **kw: Any) -> RunSubmission:
+    import json
+
+    return RunSubmission.model_validate_json(json.dumps(run_dict(results, **kw)))

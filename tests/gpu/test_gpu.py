@@ -1,0 +1,81 @@
+"""CUDA-only paths, run on the GPU machine with ``make test-gpu`` (``make test`` deselects them, visibly)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
+from agent.benchmarks.matmul import Fp8MatmulBenchmark, MatmulBenchmark, MatmulGrid, matmul_op
+from agent.monitor import Monitor
+from agent.nvml import open_nvml
+from agent.probe import gpus as probe_gpus
+from agent.runner import run_cases
+from agent.suites import QUICK
+from agent.target import cuda_targets
+from agent.timing import CudaTimer, TimingPolicy
+
+pytestmark = pytest.mark.gpu
+POLICY = TimingPolicy()
+
+
+def _target():  # type: ignore[no-untyped-def]
+    return cuda_targets((0,))[0]
+
+
+def test_graph_replay_and_per_call_events_agree_on_a_gpu_bound_matmul() -> None:
+    target = _target()
+    timer = CudaTimer(target.torch_device(), target.l2_bytes)
+    op = matmul_op(target, "bf16", 4096, 4096, 4096)
+    events = timer.measure(op.call, replace(POLICY, graph_below_s=0.0), graphable=False)
+    graph = timer.measure(op.call, replace(POLICY, graph_below_s=1.0), graphable=True)
+    assert (events.stats.method, graph.stats.method) == ("cuda_event", "cuda_graph")
+    assert graph.stats.median_s == pytest.approx(events.stats.median_s, rel=0.10)
+
+
+def test_a_launch_bound_call_is_replayed_as_a_graph() -> None:
+    target = _target()
+    timer = CudaTimer(target.torch_device(), target.l2_bytes)
+    timed = timer.measure(matmul_op(target, "fp16", 128, 128, 128).call, POLICY)
+    assert timed.stats.method == "cuda_graph" and timed.stats.calls_per_repeat > 1
+    assert timed.stats.median_s < 50e-6
+
+
+def test_the_quick_suite_runs_clean_on_cuda() -> None:
+    targets = cuda_targets((0,))
+    with open_nvml() as nvml:
+        gpus = probe_gpus(targets, nvml)
+        results = run_cases(QUICK.benchmarks(), targets, gpus, QUICK.policy, Monitor(None, {}))
+    bad = [(r.name, r.status, r.reason) for r in results if r.status not in ("ok", "unsupported")]
+    assert bad == []
+    for r in results:
+        assert "above_peak" not in r.flags and "wrong_result" not in r.flags, (r.name, r.flags)
+    assert {r.name for r in results if r.status == "ok"} >= {"matmul", "bandwidth", "transfer", "layer_bert",
+                                                              "training_gpt2"}  # fmt: skip
+
+
+def test_fp8_runs_where_the_card_has_it() -> None:
+    target = _target()
+    (result,) = run_cases([Fp8MatmulBenchmark(MatmulGrid(sizes=(4096,), dtypes=("fp8_e4m3",)))], [target], [],
+                          POLICY, Monitor(None, {}))  # fmt: skip
+    if target.capability is not None and target.capability >= (8, 9):
+        assert result.status == "ok" and result.metrics is not None
+        assert result.metrics.rel_error is not None and result.metrics.rel_error < 2e-2  # type: ignore[union-attr]
+    else:
+        assert result.status == "unsupported"
+
+
+def test_cuda_out_of_memory_is_a_status_and_the_device_recovers() -> None:
+    target = _target()
+    huge, small = run_cases([MatmulBenchmark(MatmulGrid(sizes=(1 << 20, 1024), dtypes=("fp32",)))], [target], [],
+                            POLICY, Monitor(None, {}))  # fmt: skip
+    assert huge.status == "oom"
+    assert small.status == "ok"
+
+
+def test_sdpa_is_what_ran_for_bert_on_cuda() -> None:
+    grid = LayerGrid(model="bert-large", seq_lens=(128,), batches=(8,), dtypes=("fp16",))
+    results = run_cases([BertLayerBenchmark(grid)], [_target()], [], POLICY, Monitor(None, {}))
+    assert [r.params.attn_implementation for r in results] == ["sdpa", "sdpa"]  # type: ignore[union-attr]
+    assert all(r.status == "ok" for r in results)

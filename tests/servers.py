@@ -1,0 +1,53 @@
+"""A real collector served by uvicorn on 127.0.0.1 in a thread, as httpx's own tests serve theirs."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from collector.app import create_app
+from collector.settings import Settings
+
+
+class _ThreadServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # signals belong to the test runner's main thread
+        yield
+
+
+@dataclass
+class Collector:
+    url: str
+    db: Path
+    server: uvicorn.Server
+
+
+@contextlib.contextmanager
+def serve_collector(db: Path, **settings: object) -> Iterator[Collector]:
+    config = uvicorn.Config(
+        create_app(Settings(db=db, port=0, **settings)),  # type: ignore[arg-type]
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="on",
+    )
+    server = _ThreadServer(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("collector did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield Collector(url=f"http://127.0.0.1:{port}", db=db, server=server)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
