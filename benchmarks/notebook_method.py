@@ -35,12 +35,12 @@ def walltime(stmt: str, env: dict[str, Any], duration: float) -> float:
     return float(benchmark.Timer(stmt=stmt, globals=env).blocked_autorange(min_run_time=duration).median)
 
 
-def matmul(duration: float) -> list[dict[str, Any]]:
+def matmul(duration: float, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     rows = []
     for dtype_name, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
                                     ("fp16", torch.float16, False), ("bf16", torch.bfloat16, False)):  # fmt: skip
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        for n in MATMUL_SIZES:
+        for n in sizes:
             a = torch.randn(n, n, dtype=dtype).cuda()
             b = torch.randn(n, n, dtype=dtype).cuda()
             t = walltime("a @ b", {"a": a, "b": b}, duration)
@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--cells", choices=("large", "all"), default="large", help="layers: two largest batches")
     parser.add_argument("--attn", default="eager", help="comma-separated attention implementations")
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per cell (notebook: 3)")
-    parser.add_argument("--skip-matmul", action="store_true")
+    parser.add_argument("--matmul-sizes", default=",".join(map(str, MATMUL_SIZES)), help="comma-separated; '' skips")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     began = time.perf_counter()
@@ -88,7 +88,7 @@ def main() -> None:
         "min_run_time": args.min_run_time,
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(),
-        "matmul": [] if args.skip_matmul else matmul(args.min_run_time),
+        "matmul": matmul(args.min_run_time, tuple(int(n) for n in args.matmul_sizes.split(",") if n)),
         "layers": [
             row for attn in args.attn.split(",") for row in layers(args.min_run_time, attn, args.cells == "large")
         ],
