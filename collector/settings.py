@@ -13,13 +13,12 @@ ENV_PREFIX = "FLOPFLEET_"
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting, with its help text in the metadata; README's table lists them all (a test checks)."""
+    """Every setting; each is also read from FLOPFLEET_<NAME>, and README's table lists them all (a test checks)."""
 
     db: Path = Path("flopfleet.duckdb")
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = 64 * 1024 * 1024
-    sql_max_rows: int = 10_000
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -27,8 +26,6 @@ class Settings:
             raise CollectorError(f"port {self.port} is not in 0..65535")
         if self.max_body_bytes < 1024:
             raise CollectorError(f"max_body_bytes {self.max_body_bytes} is below 1024")
-        if self.sql_max_rows < 1:
-            raise CollectorError("sql_max_rows must be at least 1")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: object) -> Settings:

@@ -1,0 +1,31 @@
+"""Settings: defaults, then environment, then flags; every setting documented in the README."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from collector.errors import CollectorError
+from collector.settings import Settings
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def test_environment_then_flags() -> None:
+    env = {"FLOPFLEET_PORT": "9001", "FLOPFLEET_DB": "/tmp/x.duckdb", "FLOPFLEET_LOG_LEVEL": "debug"}
+    s = Settings.from_env(env, port=None, log_level="warning")
+    assert (s.port, s.db, s.log_level) == (9001, Path("/tmp/x.duckdb"), "warning")
+
+
+def test_bad_values_are_named() -> None:
+    with pytest.raises(CollectorError, match="FLOPFLEET_PORT='eighty'"):
+        Settings.from_env({"FLOPFLEET_PORT": "eighty"})
+    with pytest.raises(CollectorError, match="port 70000"):
+        Settings(port=70000)
+
+
+@pytest.mark.parametrize("name", [f.name for f in fields(Settings)])
+def test_every_setting_is_documented(name: str) -> None:
+    assert f"FLOPFLEET_{name.upper()}" in README
