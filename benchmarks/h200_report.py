@@ -69,8 +69,12 @@ def repeatability(a: list[Row], b: list[Row]) -> str:
 
 
 def matmul(a: list[Row], b: list[Row], notebook: Row, seed: Row | None) -> str:
-    ours = {(r["params"]["dtype"], r["params"]["n"]): r for r in a if r["benchmark"] == "matmul" and r["status"] == "ok"}
-    again = {(r["params"]["dtype"], r["params"]["n"]): r for r in b if r["benchmark"] == "matmul" and r["status"] == "ok"}
+    ours = {
+        (r["params"]["dtype"], r["params"]["n"]): r for r in a if r["benchmark"] == "matmul" and r["status"] == "ok"
+    }
+    again = {
+        (r["params"]["dtype"], r["params"]["n"]): r for r in b if r["benchmark"] == "matmul" and r["status"] == "ok"
+    }
     nb = {(r["dtype"], r["n"]): r["tflops"] for r in notebook["matmul"]}
     seed_table: dict[tuple[str, int], float] = {}
     if seed:
@@ -82,7 +86,9 @@ def matmul(a: list[Row], b: list[Row], notebook: Row, seed: Row | None) -> str:
             for dtype, v in cells.items():
                 seed_table.setdefault((dtype, int(n_key[2:])), v)
     rows = []
-    for (dtype, n), r in sorted(ours.items(), key=lambda kv: (["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"].index(kv[0][0]), kv[0][1])):
+    for (dtype, n), r in sorted(
+        ours.items(), key=lambda kv: (["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"].index(kv[0][0]), kv[0][1])
+    ):
         notebook_value = nb.get((dtype, n))
         t = r["timing"]
         rows.append([

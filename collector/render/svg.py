@@ -23,11 +23,7 @@ def _nice_step(span: float, ticks: int = 5) -> float:
 
 
 def _fmt(value: float) -> str:
-    if value >= 1 << 20 and math.log2(value).is_integer():
-        return f"{int(value) >> 20}Mi"
-    if value >= 1024 and math.log2(value).is_integer():
-        return f"{int(value) >> 10}Ki"
-    return f"{value:g}"
+    return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
 
 
 def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, log_x: bool = True) -> str:
