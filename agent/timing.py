@@ -213,7 +213,6 @@ class CudaTimer:
     def measure(
         self, fn: Callable[[], object], policy: TimingPolicy, *, flush: bool = True, graphable: bool = True
     ) -> Timed:
-        torch = self._torch
         begin = time.perf_counter()
         warmup, gpu_s, host_s = self._warm(fn, policy)
         launch_bound = host_s > 0.5 * gpu_s
@@ -230,41 +229,36 @@ class CudaTimer:
         samples: list[float] = []
         start_t = time.perf_counter()
         while not _done(samples, time.perf_counter() - start_t, policy):
-            events = []
-            for _ in range(policy.batch):
-                if flush:
-                    self.flush()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                body()
-                end.record()
-                events.append((start, end))
-            events[-1][1].synchronize()
-            samples.extend(s.elapsed_time(e) / 1e3 / calls for s, e in events)
+            samples.extend(t / calls for t in self._repeats(body, policy.batch, flush))
         stats = summarize(
             samples, method=method, warmup=warmup, calls_per_repeat=calls, total_s=time.perf_counter() - begin
         )
         return Timed(stats=stats, launch_bound=launch_bound)
 
+    def _repeats(self, body: Callable[[], object], count: int, flush: bool) -> list[float]:
+        """``count`` repeats enqueued back to back, each between its own pair of events; one sync at the end."""
+        torch = self._torch
+        events = []
+        for _ in range(count):
+            if flush:
+                self.flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            body()
+            end.record()
+            events.append((start, end))
+        events[-1][1].synchronize()
+        return [s.elapsed_time(e) / 1e3 for s, e in events]
+
     def bursts(self, fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
         """Short bursts after idle gaps, each call timed: what the GPU achieves at boost clock (mamf-finder's MAMF)."""
-        torch = self._torch
         begin = time.perf_counter()
         fn()
         self._sync()
         samples: list[float] = []
         for _ in range(bursts.bursts):
             time.sleep(bursts.idle_s)
-            events = []
-            for _ in range(bursts.calls):
-                self.flush()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                events.append((start, end))
-            events[-1][1].synchronize()
-            samples.extend(s.elapsed_time(e) / 1e3 for s, e in events)
+            samples.extend(self._repeats(fn, bursts.calls, flush=True))
         fastest = sorted(samples)[: bursts.keep]
         stats = summarize(
             fastest, method="cuda_event", warmup=1, calls_per_repeat=1, total_s=time.perf_counter() - begin

@@ -92,7 +92,8 @@ def matmul(a: list[Row], b: list[Row], notebook: Row, seed: Row | None) -> str:
         notebook_value = nb.get((dtype, n))
         t = r["timing"]
         rows.append([
-            dtype, n, _f(r["metrics"]["tflops"]), _f(again[(dtype, n)]["metrics"]["tflops"]) if (dtype, n) in again else "",
+            dtype, n, _f(r["metrics"]["tflops"]),
+            _f(again[(dtype, n)]["metrics"]["tflops"]) if (dtype, n) in again else "",
             _f(notebook_value), f"{r['metrics']['tflops'] / notebook_value:.3f}" if notebook_value else "",
             _f(seed_table.get((dtype, n))), f"{t['method']} x{t['calls_per_repeat']}", f"{r['peak_fraction']:.0%}",
             f"{r['metrics']['rel_error']:.1e}",
@@ -170,8 +171,11 @@ def mamf(results: list[Row]) -> str:
     rows = []
     for r in results:
         p, m = r["params"], r["metrics"]
-        rows.append([p["dtype"], p["shapes_tried"], f"{m['m']}x{m['n']}x{m['k']}", _f(m["tflops"]),
-                     _f(m["sustained_tflops"]), _f(m["median_tflops_over_shapes"]), f"{r['peak_fraction']:.0%}"])  # fmt: skip
+        shape = f"{m['m']}x{m['n']}x{m['k']}"
+        sustained, median = _f(m["sustained_tflops"]), _f(m["median_tflops_over_shapes"])
+        rows.append(
+            [p["dtype"], p["shapes_tried"], shape, _f(m["tflops"]), sustained, median, f"{r['peak_fraction']:.0%}"]
+        )
     head = ["dtype", "shapes", "best shape (m x n x k)", "achievable TFLOPS (boost bursts)", "sustained TFLOPS",
             "median over shapes (sustained)", "% of datasheet"]  # fmt: skip
     return _table(head, rows)

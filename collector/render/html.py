@@ -16,7 +16,9 @@ h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid 
 table{border-collapse:collapse;margin:1rem 0}th,td{padding:.3rem .6rem;border-bottom:1px solid #eee}
 th{text-align:left;background:#f6f6f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.datasheet td{color:#666;font-style:italic}.spread{color:#888;font-size:.85em;display:block}
-.charts{display:flex;flex-wrap:wrap;gap:1rem}.charts svg{width:calc(50% - .5rem);min-width:420px;height:auto}.muted{color:#777}code{background:#f3f3f3;padding:0 .2rem}
+.charts{display:flex;flex-wrap:wrap;gap:1rem}
+.charts svg{width:calc(50% - .5rem);min-width:420px;height:auto}
+.muted{color:#777}code{background:#f3f3f3;padding:0 .2rem}
 """
 
 
