@@ -6,6 +6,7 @@ directory; ``flopfleet-agent push`` sends spooled runs later and deletes each fi
 
 from __future__ import annotations
 
+import gzip
 import os
 import random
 import time
@@ -59,7 +60,8 @@ def post(
     """POST a run body, retrying connection failures and 5xx; the last response (or None) and why it failed."""
     assert config.collector_url is not None
     url = config.collector_url.rstrip("/") + RUNS_PATH
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    body = gzip.compress(body, compresslevel=6)  # run JSON shrinks about tenfold
     if config.token:
         headers["Authorization"] = f"Bearer {config.token}"
     rng = rng or random.Random()

@@ -19,18 +19,19 @@ log() { echo "== $(date -u +%H:%M:%S) $*"; }
     log "gpu tests"
     python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tail -n 15
   fi
+  TOKEN=$(python3 -m collector token create --db /tmp/flopfleet.duckdb --name lease 2>/dev/null)
   python3 -m collector serve --db /tmp/flopfleet.duckdb --port 0 --port-file /tmp/port --log-level warning &
   for _ in $(seq 100); do [ -s /tmp/port ] && break; sleep 0.2; done
   URL=http://127.0.0.1:$(cat /tmp/port)
   for i in ${RUNS-1 2}; do
     log "standard run $i"
     /usr/bin/time -f "standard run $i: %e s wall, start to posted run" python3 -m agent run --suite standard \
-      --device cuda --collector "$URL" --output "$OUT/standard$i.json" --tag lease=h200 -q 2>&1 | tail -n 12
+      --device cuda --collector "$URL" --token "$TOKEN" --output "$OUT/standard$i.json" --tag lease=h200 -q 2>&1 | tail -n 12
   done
   if [ -n "${MAMF-1}" ]; then
     log "full suite: mamf"
     /usr/bin/time -f "mamf: %e s wall" python3 -m agent run --suite full --device cuda --only mamf \
-      --collector "$URL" --output "$OUT/mamf.json" -q 2>&1 | tail -n 8
+      --collector "$URL" --token "$TOKEN" --output "$OUT/mamf.json" -q 2>&1 | tail -n 8
   fi
   curl -s "$URL/report.md" > "$OUT/report.md"
   if [ -n "${NOTEBOOK-1}" ]; then

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -16,18 +17,32 @@ from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 
 from . import __version__
 from .errors import CollectorError
-from .routes import health, reports, runs
+from .metrics import Metrics
+from .routes import admin, health, reports, runs, sql
 from .settings import Settings
 from .store import Store
+from .tokens import TokenStore
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("flopfleet.collector")
+RUNS_PATH = "/api/v1/runs"
 
 
-def error_response(status: int, code: str, message: str, details: list[dict[str, Any]] | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     body = ErrorBody(
         error=ErrorInfo(code=code, message=message, details=tuple(ErrorDetail(**d) for d in details or []))
     )
-    return JSONResponse(status_code=status, content=body.model_dump(mode="json"))
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
+
+
+def _route(request: Request) -> str:
+    route = request.scope.get("route")
+    return getattr(route, "path", "unmatched")
 
 
 def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
@@ -37,26 +52,52 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = store is None
         app.state.store = store or Store(settings.db)
+        if owned:
+            app.state.store.harden()
+        log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
         try:
             yield
         finally:
+            app.state.stopping = True
             if owned:
                 app.state.store.close()
 
     app = FastAPI(
         title="flopfleet collector",
         version=__version__,
-        description="Stores flopfleet benchmark runs in DuckDB and compares GPUs.",
+        description="Stores flopfleet benchmark runs in DuckDB, compares GPUs, answers read-only SQL.",
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.include_router(health.router)
-    app.include_router(runs.router)
-    app.include_router(reports.router)
+    app.state.tokens = TokenStore(settings.db)
+    app.state.metrics = metrics = Metrics()
+    app.state.stopping = False
+    for router in (health.router, runs.router, sql.router, reports.router, admin.router):
+        app.include_router(router)
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        began = time.perf_counter()
+        response = await call_next(request)
+        elapsed = time.perf_counter() - began
+        route = _route(request)
+        metrics.requests.labels(request.method, route, str(response.status_code)).inc()
+        metrics.latency.labels(request.method, route).observe(elapsed)
+        log.info(
+            "request",
+            extra={
+                "method": request.method, "path": request.url.path, "route": route, "status": response.status_code,
+                "duration_ms": round(elapsed * 1000, 2), "client": request.client.host if request.client else None,
+            },
+        )  # fmt: skip
+        return response
 
     @app.exception_handler(CollectorError)
-    async def collector_error(_: Request, exc: CollectorError) -> JSONResponse:
-        return error_response(exc.status_code, exc.code, exc.message, exc.details)
+    async def collector_error(request: Request, exc: CollectorError) -> JSONResponse:
+        if request.method == "POST" and request.url.path == RUNS_PATH:
+            metrics.rejected.labels(reason=exc.code).inc()
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return error_response(exc.status_code, exc.code, exc.message, exc.details, headers)
 
     @app.exception_handler(RequestValidationError)
     async def request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -86,9 +127,13 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         components = spec.setdefault("components", {}).setdefault("schemas", {})
         components.update(schema.pop("$defs", {}))
         components["RunSubmission"] = schema
-        spec["paths"]["/api/v1/runs"]["post"]["requestBody"] = {
+        spec["paths"][RUNS_PATH]["post"]["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunSubmission"}}},
+        }
+        spec.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
+            "type": "http",
+            "scheme": "bearer",
         }
         app.openapi_schema = spec
         return spec

@@ -35,20 +35,40 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")] = None,
     port: Annotated[int | None, typer.Option(help="Port; 0 picks a free one [default: 8000].")] = None,
     port_file: Annotated[Path | None, typer.Option(help="Write the bound port here once listening.")] = None,
-    log_level: Annotated[str | None, typer.Option(help="uvicorn log level [default: info].")] = None,
+    read_token_required: Annotated[
+        bool, typer.Option("--read-token-required", help="Reads (reports, runs, SQL, metrics) need a token too.")
+    ] = False,
+    public_reads: Annotated[
+        bool, typer.Option("--public-reads", help="Reads need no token even off loopback.")
+    ] = False,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning [default: info].")] = None,
+    log_format: Annotated[str | None, typer.Option(help="json or text [default: json].")] = None,
 ) -> None:
-    """Run the collector's HTTP API and report pages (FastAPI on uvicorn)."""
+    """Run the collector's HTTP API and report pages (FastAPI on uvicorn); SIGTERM finishes requests in flight."""
     import uvicorn
 
     from .app import create_app
+    from .logs import configure
     from .settings import Settings
 
-    settings = Settings.from_env(os.environ, db=db, host=host, port=port, log_level=log_level)
+    if read_token_required and public_reads:
+        raise CollectorError("--read-token-required and --public-reads contradict each other")
+    access = "token" if read_token_required else "open" if public_reads else None
+    settings = Settings.from_env(
+        os.environ, db=db, host=host, port=port, log_level=log_level, log_format=log_format, read_access=access
+    )
+    configure(settings.log_level, settings.log_format)
     sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings), log_level=settings.log_level, timeout_graceful_shutdown=30)
+    config = uvicorn.Config(
+        create_app(settings),
+        log_level=settings.log_level,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+    )
     server = uvicorn.Server(config)
     if port_file is not None:
         port_file.write_text(str(bound), encoding="utf-8")
@@ -132,6 +152,98 @@ def schema(output: Annotated[Path | None, typer.Option(help="Write here instead 
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
+
+
+token_app = typer.Typer(help="Bearer tokens for agents (writes) and readers.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Option("--name", help="Who uses it, e.g. lab-a or node17.")],
+    db: DbOpt = Path("flopfleet.duckdb"),
+) -> None:
+    """Print a new token, once (only its hash is kept). Works while the collector runs."""
+    from .tokens import TokenStore
+
+    store = TokenStore(db)
+    token = store.create(name)
+    sys.stdout.write(token + "\n")
+    err.print(f"token {name!r} created; it is shown only now (kept hashed in {store.path})")
+
+
+@token_app.command("list")
+def token_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
+    """Names of tokens, when they were created and revoked."""
+    from rich.table import Table
+
+    from .tokens import TokenStore
+
+    table = Table("name", "created", "revoked", header_style="bold")
+    for record in TokenStore(db).list():
+        table.add_row(record.name, record.created_at, record.revoked_at or "")
+    out.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(name: Annotated[str, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb")) -> None:
+    """Refuse this token from now on (a running collector notices at its next request)."""
+    from .tokens import TokenStore
+
+    record = TokenStore(db).revoke(name)
+    out.print(f"token {record.name!r} revoked at {record.revoked_at}")
+
+
+@app.command("export")
+def export_cmd(
+    output: Annotated[Path, typer.Option(help="A new or empty folder.")],
+    db: DbOpt = Path("flopfleet.duckdb"),
+    fmt: Annotated[str, typer.Option("--format", help="parquet or csv")] = "parquet",
+) -> None:
+    """Every table as Parquet (results partitioned by benchmark) or CSV, for DuckDB, pandas, Spark."""
+    from .export import export
+
+    if fmt not in ("parquet", "csv"):
+        raise CollectorError(f"--format {fmt!r} is not one of: parquet, csv")
+    counts = export(db, fmt, output)  # type: ignore[arg-type]
+    for table, rows in counts.items():
+        out.print(f"{table}: {rows} rows")
+    out.print(f"exported to {output}")
+
+
+@app.command()
+def snapshot(
+    output: Annotated[Path, typer.Option(help="The backup file to write (must not exist).")],
+    db: DbOpt = Path("flopfleet.duckdb"),
+    collector: Annotated[str | None, typer.Option(help="Ask a running collector instead of opening --db.")] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="FLOPFLEET_TOKEN", help="A write token, with --collector.")
+    ] = None,
+) -> None:
+    """A consistent copy of the database in a new DuckDB file, from the file or from a running collector."""
+    if output.exists():
+        raise CollectorError(f"{output} exists; a snapshot never overwrites a file")
+    if collector:
+        _download_snapshot(collector, token, output)
+    else:
+        from .store import Store
+
+        with Store(db, read_only=True) as store:
+            store.snapshot(output)
+    out.print(f"snapshot written to {output}")
+
+
+def _download_snapshot(collector: str, token: str | None, output: Path) -> None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.stream("GET", collector.rstrip("/") + "/api/v1/snapshot", headers=headers, timeout=600) as answer:
+        if answer.status_code != 200:
+            answer.read()
+            raise CollectorError(f"the collector answered {answer.status_code}: {answer.text[:300]}")
+        with open(output, "wb") as fh:
+            for chunk in answer.iter_bytes():
+                fh.write(chunk)
 
 
 @app.command()

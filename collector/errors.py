@@ -2,7 +2,8 @@
 
 CollectorError
  ├── InvalidRun          a payload failed validation (422)
- ├── PayloadTooLarge     a body over the size limit (413)
+ ├── PayloadTooLarge     a body over the size limit, before or after gunzip (413)
+ ├── BadEncoding         a Content-Encoding other than gzip, or gzip that does not inflate (415/400)
  ├── RunConflict         a run_id already stored with a different payload (409)
  ├── NotFound            no such run (404)
  ├── QueryRefused        SQL that is not one read-only statement (400)
@@ -35,6 +36,16 @@ class InvalidRun(CollectorError):
 class PayloadTooLarge(CollectorError):
     status_code = 413
     code = "payload_too_large"
+
+
+class BadEncoding(CollectorError):
+    status_code = 415
+    code = "unsupported_encoding"
+
+
+class BadGzip(BadEncoding):
+    status_code = 400
+    code = "invalid_gzip"
 
 
 class RunConflict(CollectorError):

@@ -18,14 +18,24 @@ class Settings:
     db: Path = Path("flopfleet.duckdb")
     host: str = "127.0.0.1"
     port: int = 8000
-    max_body_bytes: int = 64 * 1024 * 1024
+    read_access: str = "auto"  # auto: open on loopback, token elsewhere | token | open
+    max_body_bytes: int = 64 * 1024 * 1024  # on the wire and after gunzip
+    sql_timeout_s: float = 10.0
+    sql_max_rows: int = 10_000
     log_level: str = "info"
+    log_format: str = "json"  # json | text
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise CollectorError(f"port {self.port} is not in 0..65535")
+        if self.read_access not in ("auto", "token", "open"):
+            raise CollectorError(f"read_access {self.read_access!r} is not one of: auto, token, open")
         if self.max_body_bytes < 1024:
             raise CollectorError(f"max_body_bytes {self.max_body_bytes} is below 1024")
+        if not 0 < self.sql_timeout_s <= 3600 or self.sql_max_rows < 1:
+            raise CollectorError("sql_timeout_s must be in (0, 3600] and sql_max_rows at least 1")
+        if self.log_format not in ("json", "text"):
+            raise CollectorError(f"log_format {self.log_format!r} is not one of: json, text")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: object) -> Settings:

@@ -51,7 +51,8 @@ class Store:
             path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.exists():
             raise NotFound(f"no database at {path}")
-        self._con = connect(path, read_only=read_only)
+        # Read-only users (report, sql, export) get no file access from SQL either; export opens its own.
+        self._con = connect(path, read_only=read_only, config={"enable_external_access": False} if read_only else None)
         self._write = threading.Lock()
         if not read_only:
             self._migrate()
@@ -64,6 +65,49 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def harden(self) -> None:
+        """For a server that answers users' SQL: no file, network or extension access, and no more SET."""
+        cur = self.cursor()
+        cur.execute("SET enable_external_access = false")
+        cur.execute("SET lock_configuration = true")
+
+    def size_bytes(self) -> int:
+        """The database file and its write-ahead log."""
+        wal = self.path.with_name(self.path.name + ".wal")
+        return sum(p.stat().st_size for p in (self.path, wal) if p.exists())
+
+    def ready(self) -> bool:
+        row = self.cursor().execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
+        return row is not None and int(row[0]) == DB_VERSION
+
+    def snapshot(self, dest: Path) -> Path:
+        """A consistent copy of every table into a new database file at ``dest``, taken while writes go on.
+
+        The copy goes through Arrow into a second DuckDB instance, because this one may have external access
+        off; the reads share one transaction, so the copy is one point in time.
+        """
+        if dest.exists():
+            raise DatabaseBusy(f"{dest} exists; a snapshot never overwrites a file")
+        target = duckdb.connect(str(dest))
+        src = self.cursor()
+        try:
+            target.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            for table in TABLES:
+                target.execute(ddl(table))
+            src.execute("BEGIN TRANSACTION READ ONLY")
+            for table in ("meta", *TABLES):
+                batches = src.sql(f"SELECT * FROM {table}").to_arrow_reader(50_000)
+                target.register("incoming", batches)
+                target.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                target.unregister("incoming")
+            src.execute("ROLLBACK")
+            for name, sql in VIEWS.items():
+                target.execute(f"CREATE VIEW {name} AS {sql}")
+            target.execute("CHECKPOINT")
+        finally:
+            target.close()
+        return dest
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for one request or command: cheap, and safe to use from its own thread."""

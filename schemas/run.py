@@ -24,7 +24,7 @@ MAX_TAGS = 32
 
 
 class RunSubmission(WireModel):
-    schema_version: int
+    schema_version: int = Field(json_schema_extra={"enum": list(ACCEPTED_SCHEMA_VERSIONS)})
     run_id: UUID
     agent_version: Label
     suite: Slug

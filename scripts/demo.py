@@ -47,6 +47,14 @@ def _start_collector() -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the collector did not start within 60 s")
 
 
+def _demo_token() -> str:
+    """A fresh write token named 'demo' (the previous demo's, if any, is revoked first)."""
+    subprocess.run([sys.executable, "-m", "collector", "token", "revoke", "demo", "--db", str(DB)], cwd=ROOT,
+                   capture_output=True)  # fmt: skip
+    made = _python("collector", "token", "create", "--name", "demo", "--db", str(DB), capture_output=True)
+    return str(made.stdout.decode().strip())
+
+
 def main() -> None:
     import torch
 
@@ -54,11 +62,12 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     suite = os.environ.get("DEMO_SUITE") or ("standard" if device == "cuda" else "quick")
     run_file = OUT / f"run-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    token = _demo_token()
     collector, url = _start_collector()
     print(f"collector: {url} (database {DB.relative_to(ROOT)})")
     try:
-        _python("agent", "run", "--suite", suite, "--device", device, "--collector", url, "--output", str(run_file),
-                "--spool-dir", str(OUT / "spool"))  # fmt: skip
+        _python("agent", "run", "--suite", suite, "--device", device, "--collector", url, "--token", token,
+                "--output", str(run_file), "--spool-dir", str(OUT / "spool"))  # fmt: skip
     finally:
         collector.send_signal(signal.SIGTERM)
         collector.wait(timeout=60)

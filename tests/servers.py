@@ -13,6 +13,7 @@ import uvicorn
 
 from collector.app import create_app
 from collector.settings import Settings
+from collector.tokens import TokenStore
 
 
 class _ThreadServer(uvicorn.Server):
@@ -26,10 +27,18 @@ class Collector:
     url: str
     db: Path
     server: uvicorn.Server
+    token: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
 
 @contextlib.contextmanager
 def serve_collector(db: Path, **settings: object) -> Iterator[Collector]:
+    """A collector on a free port of 127.0.0.1 with one write token, ``Collector.token``."""
+    tokens = TokenStore(db)
+    token = tokens.create(f"test-{len(tokens.list())}")
     config = uvicorn.Config(
         create_app(Settings(db=db, port=0, **settings)),  # type: ignore[arg-type]
         host="127.0.0.1",
@@ -47,7 +56,49 @@ def serve_collector(db: Path, **settings: object) -> Iterator[Collector]:
         time.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Collector(url=f"http://127.0.0.1:{port}", db=db, server=server)
+        yield Collector(url=f"http://127.0.0.1:{port}", db=db, server=server, token=token)
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+class CollectorProcess:
+    """``flopfleet-collector serve`` in its own process, so a test can SIGKILL it and start it again."""
+
+    def __init__(self, db: Path, port: int = 0) -> None:
+        import subprocess
+        import sys
+
+        self.db = db
+        port_file = db.with_name(f"port-{time.monotonic_ns()}")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "collector", "serve", "--db", str(db), "--port", str(port), "--port-file",
+             str(port_file), "--log-level", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text()):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("collector process did not start")
+            time.sleep(0.05)
+        self.port = int(port_file.read_text())
+        self.url = f"http://127.0.0.1:{self.port}"
+        import httpx
+
+        while True:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("collector process never became ready")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)

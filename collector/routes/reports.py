@@ -9,6 +9,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from schemas import run_json_schema
 
+from ..auth import Reader
 from ..report import build_report
 from .deps import StoreDep
 
@@ -16,12 +17,12 @@ router = APIRouter(tags=["reports"])
 
 
 @router.get("/report", response_class=HTMLResponse)
-def report_page(store: StoreDep) -> HTMLResponse:
+def report_page(_: Reader, store: StoreDep) -> HTMLResponse:
     return HTMLResponse(build_report(store.cursor(), "html"))
 
 
 @router.get("/report.md", response_class=PlainTextResponse)
-def report_markdown(store: StoreDep) -> PlainTextResponse:
+def report_markdown(_: Reader, store: StoreDep) -> PlainTextResponse:
     return PlainTextResponse(build_report(store.cursor(), "md"), media_type="text/markdown")
 
 

@@ -1,7 +1,8 @@
-"""Runs: post one (validated strictly, stored once), list them, fetch one as it was sent."""
+"""Runs: post one (token, size limits, gzip, strict validation, stored once), list them, fetch one as stored."""
 
 from __future__ import annotations
 
+import zlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -9,9 +10,10 @@ from starlette.concurrency import run_in_threadpool
 
 from schemas import RunAccepted, RunsPage, RunSummary
 
-from ..errors import InvalidRun, PayloadTooLarge
+from ..auth import Reader, Writer
+from ..errors import BadEncoding, BadGzip, InvalidRun, PayloadTooLarge
 from ..validation import parse_run
-from .deps import SettingsDep, StoreDep
+from .deps import MetricsDep, SettingsDep, StoreDep
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 
@@ -21,31 +23,56 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
     status_code=201,
     responses={
         200: {"description": "This exact run was stored before; nothing changed"},
+        401: {"description": "No token, or not a valid one"},
         409: {"description": "This run_id is stored with different content"},
-        413: {"description": "The body is over the size limit"},
+        413: {"description": "The body is over the size limit (on the wire or after gunzip)"},
+        415: {"description": "A Content-Encoding other than gzip"},
         422: {"description": "The run is invalid; the message names each failing field"},
     },
 )
-async def post_run(request: Request, response: Response, store: StoreDep, settings: SettingsDep) -> RunAccepted:
+async def post_run(
+    request: Request, response: Response, token: Writer, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+) -> RunAccepted:
     body = await read_body(request, settings.max_body_bytes)
-    run = parse_run(body)
-    stored = await run_in_threadpool(store.add_run, run)
+    run = await run_in_threadpool(parse_run, body)
+    stored = await run_in_threadpool(store.add_run, run, token_name=token)
+    metrics.runs.labels(status=stored.status).inc()
     if stored.status == "duplicate":
         response.status_code = 200
+    else:
+        metrics.results.inc(stored.results)
     return RunAccepted(run_id=run.run_id, status=stored.status, results=stored.results)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it passes ``limit`` bytes (never read whole into memory first)."""
+    """The (inflated) body, refused with 413 as soon as it passes ``limit`` bytes, never read whole first."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        raise BadEncoding(f"Content-Encoding {encoding!r} is not supported; send identity or gzip")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit}")
-    chunks, size = [], 0
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
+    chunks: list[bytes] = []
+    wire = size = 0
     async for chunk in request.stream():
+        wire += len(chunk)
+        if wire > limit:
+            raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+        if inflate is not None:
+            try:
+                # Inflate at most what is left under the limit: a gzip bomb stops here, not in memory.
+                chunk = inflate.decompress(chunk, limit - size + 1)
+            except zlib.error as exc:
+                raise BadGzip(f"the body is not valid gzip: {exc}") from None
+            if inflate.unconsumed_tail:
+                raise PayloadTooLarge(f"the body inflates past the limit of {limit} bytes")
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+            raise PayloadTooLarge(f"the body inflates past the limit of {limit} bytes")
         chunks.append(chunk)
+    if inflate is not None and not inflate.eof:
+        raise BadGzip("the gzip body is truncated")
     if not size:
         raise InvalidRun("the request body is empty; send a run as JSON")
     return b"".join(chunks)
@@ -53,6 +80,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 @router.get("")
 def list_runs(
+    _: Reader,
     store: StoreDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
@@ -63,6 +91,6 @@ def list_runs(
 
 
 @router.get("/{run_id}", response_class=Response, responses={200: {"content": {"application/json": {}}}})
-def get_run(run_id: str, store: StoreDep) -> Response:
+def get_run(run_id: str, _: Reader, store: StoreDep) -> Response:
     """The run exactly as stored (its canonical JSON)."""
     return Response(content=store.run_payload(run_id), media_type="application/json")

@@ -40,7 +40,7 @@ def test_backoff_grows_and_is_capped() -> None:
 
 def test_a_run_is_sent_once(collector: Collector, tmp_path: Path) -> None:
     run = make_run([matmul(64, "fp32", 1.0)])
-    config = UploadConfig(collector_url=collector.url, spool_dir=tmp_path / "spool")
+    config = UploadConfig(collector_url=collector.url, token=collector.token, spool_dir=tmp_path / "spool")
     with httpx.Client() as client:
         first = deliver(run, config, client, sleep=_no_sleep)
         again = deliver(run, config, client, sleep=_no_sleep)
@@ -60,7 +60,7 @@ def test_an_unreachable_collector_spools_the_run_and_push_sends_it_later(collect
     (path,) = spooled(down.spool_dir)
     assert json.loads(path.read_text())["run_id"] == str(run.run_id)
 
-    up = UploadConfig(collector_url=collector.url, spool_dir=down.spool_dir)
+    up = UploadConfig(collector_url=collector.url, token=collector.token, spool_dir=down.spool_dir)
     with httpx.Client() as client:
         (sent,) = push(up, client, sleep=_no_sleep)
         listed = client.get(f"{collector.url}/api/v1/runs").json()
@@ -75,7 +75,7 @@ def test_a_refused_run_stays_spooled(collector: Collector, tmp_path: Path) -> No
     good = make_run([matmul(64, "fp32", 1.0)])
     (spool / "bad.json").write_text('{"schema_version": 1}')
     (spool / "good.json").write_text(good.model_dump_json())
-    config = UploadConfig(collector_url=collector.url, spool_dir=spool)
+    config = UploadConfig(collector_url=collector.url, token=collector.token, spool_dir=spool)
     with httpx.Client() as client:
         deliveries = push(config, client, sleep=_no_sleep)
     assert sorted(d.status for d in deliveries) == ["failed", "sent"]

@@ -11,20 +11,21 @@ from tests.factories import matmul, run_dict
 from tests.servers import Collector, serve_collector
 
 
-def _post(url: str, body: object) -> httpx.Response:
+def _post(served: Collector, body: object, **headers: str) -> httpx.Response:
     content = body if isinstance(body, (bytes, str)) else json.dumps(body)
-    return httpx.post(f"{url}/api/v1/runs", content=content, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **served.auth, **headers}
+    return httpx.post(f"{served.url}/api/v1/runs", content=content, headers=headers)
 
 
 def test_post_stores_then_answers_duplicate_then_conflict(collector: Collector) -> None:
     body = run_dict([matmul(1024, "bf16", 500.0)])
-    first = _post(collector.url, body)
+    first = _post(collector, body)
     assert first.status_code == 201 and first.json() == {"run_id": body["run_id"], "status": "created", "results": 1}
-    again = _post(collector.url, body)
+    again = _post(collector, body)
     assert again.status_code == 200 and again.json()["status"] == "duplicate"
     changed = copy.deepcopy(body)
     changed["results"][0]["metrics"]["tflops"] = 501.0
-    conflict = _post(collector.url, changed)
+    conflict = _post(collector, changed)
     assert conflict.status_code == 409
     assert conflict.json()["error"]["code"] == "run_conflict"
 
@@ -32,14 +33,14 @@ def test_post_stores_then_answers_duplicate_then_conflict(collector: Collector) 
 def test_a_bad_payload_gets_422_naming_the_field(collector: Collector) -> None:
     body = run_dict([matmul(1024, "bf16", 500.0)])
     body["results"][0]["params"]["n"] = -5
-    answer = _post(collector.url, body)
+    answer = _post(collector, body)
     assert answer.status_code == 422
     error = answer.json()["error"]
     assert error["code"] == "validation_error"
     assert "results.0.matmul.params.n" in error["message"]
     assert error["details"][0]["loc"] == "results.0.matmul.params.n"
     for bad in (b"", b"{not json", b"[]"):
-        answer = _post(collector.url, bad)
+        answer = _post(collector, bad)
         assert answer.status_code == 422, bad
         assert set(answer.json()) == {"error"}
 
@@ -48,7 +49,7 @@ def test_an_oversized_body_gets_413(tmp_path: object) -> None:
     from pathlib import Path
 
     with serve_collector(Path(str(tmp_path)) / "db.duckdb", max_body_bytes=4096) as served:
-        answer = _post(served.url, run_dict([matmul(64, "fp32", 1.0)] * 30))
+        answer = _post(served, run_dict([matmul(64, "fp32", 1.0)] * 30))
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "payload_too_large"
 
@@ -56,7 +57,7 @@ def test_an_oversized_body_gets_413(tmp_path: object) -> None:
 def test_runs_can_be_listed_and_fetched(collector: Collector) -> None:
     bodies = [run_dict([matmul(64, "fp32", 1.0)], hostname=f"node{i}") for i in range(3)]
     for body in bodies:
-        assert _post(collector.url, body).status_code == 201
+        assert _post(collector, body).status_code == 201
     page = httpx.get(f"{collector.url}/api/v1/runs", params={"limit": 2}).json()
     assert page["count"] == 3 and len(page["data"]) == 2 and page["limit"] == 2
     assert page["data"][0]["gpu_names"] == ["NVIDIA H100 80GB HBM3"]
@@ -79,7 +80,7 @@ def test_health_docs_and_openapi(collector: Collector) -> None:
 
 
 def test_report_pages(collector: Collector) -> None:
-    _post(collector.url, run_dict([matmul(4096, "bf16", 650.0)]))
+    _post(collector, run_dict([matmul(4096, "bf16", 650.0)]))
     page = httpx.get(f"{collector.url}/report")
     assert page.status_code == 200 and "<svg" in page.text and "650.0" in page.text
     md = httpx.get(f"{collector.url}/report.md")

@@ -12,9 +12,11 @@ from tests.servers import serve_collector
 def test_agent_posts_a_quick_cpu_run_that_the_report_and_sql_show(tmp_path: Path) -> None:
     db = tmp_path / "flopfleet.duckdb"
     with serve_collector(db) as served:
-        done = agent_cli("run", "--suite", "quick", "--device", "cpu", "--collector", served.url, "--tag", "lab=ci",
-                         "--only", "matmul,bandwidth,layer_bert,training_bert", "--spool-dir", str(tmp_path / "spool"),
-                         "-q")  # fmt: skip
+        done = agent_cli(
+            "run", "--suite", "quick", "--device", "cpu", "--collector", served.url, "--token", served.token,
+            "--tag", "lab=ci", "--only", "matmul,bandwidth,layer_bert,training_bert",
+            "--spool-dir", str(tmp_path / "spool"), "-q",
+        )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "stored by the collector (HTTP 201)" in done.stdout
     assert not (tmp_path / "spool").exists()

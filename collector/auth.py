@@ -1,0 +1,62 @@
+"""Who may write and read: bearer tokens checked per request, with the same JSON error shape as every error."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from .errors import CollectorError
+from .settings import Settings
+from .tokens import TokenStore
+
+
+class Unauthorized(CollectorError):
+    status_code = 401
+    code = "unauthorized"
+
+
+def reads_need_token(settings: Settings) -> bool:
+    """'auto' keeps reads open only on a loopback interface: a collector reachable from elsewhere asks for a token."""
+    if settings.read_access != "auto":
+        return settings.read_access == "token"
+    try:
+        return not ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        return settings.host != "localhost"
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def _token_name(request: Request, what: str) -> str:
+    tokens: TokenStore = request.app.state.tokens
+    token = _bearer(request)
+    if token is None:
+        raise Unauthorized(
+            f"{what} need a token: send 'Authorization: Bearer <token>' (flopfleet-collector token create)"
+        )
+    name = tokens.check(token)
+    if name is None:
+        raise Unauthorized("the token is not valid: unknown or revoked")
+    return name
+
+
+def require_writer(request: Request) -> str:
+    """The name of the token that sent this write."""
+    return _token_name(request, "writes")
+
+
+def require_reader(request: Request) -> str | None:
+    settings: Settings = request.app.state.settings
+    if not reads_need_token(settings):
+        return None
+    return _token_name(request, "reads on this collector")
+
+
+Writer = Annotated[str, Depends(require_writer)]
+Reader = Annotated[str | None, Depends(require_reader)]

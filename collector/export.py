@@ -1,0 +1,46 @@
+"""Exports for other engines: every table as Parquet (results partitioned by benchmark, hive-style) or CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+
+from .errors import CollectorError
+from .store import connect
+from .tables import TABLES
+
+Format = Literal["parquet", "csv"]
+#: Parquet partitioning: results by benchmark, so an engine reads only the kind it asks for.
+PARTITIONS = {"results": "benchmark"}
+
+
+def export(db: Path, fmt: Format, out: Path) -> dict[str, int]:
+    """Rows written per table. Opens the database read-only; the server must not be holding it."""
+    if not db.exists():
+        raise CollectorError(f"no database at {db}")
+    if out.exists() and any(out.iterdir()):
+        raise CollectorError(f"{out} is not empty; export writes into a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    con = connect(db, read_only=True)
+    counts: dict[str, int] = {}
+    try:
+        for table in TABLES:
+            row = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            counts[table] = int(row[0]) if row else 0
+            target = out / table if fmt == "parquet" else out / f"{table}.csv"
+            if fmt == "parquet" and table in PARTITIONS:
+                options = f"FORMAT parquet, PARTITION_BY ({PARTITIONS[table]}), COMPRESSION zstd"
+            elif fmt == "parquet":
+                target.mkdir()
+                target = target / "data.parquet"
+                options = "FORMAT parquet, COMPRESSION zstd"
+            else:
+                options = "FORMAT csv, HEADER true"
+            con.execute(f"COPY {table} TO '{target}' ({options})")
+    except duckdb.Error as exc:
+        raise CollectorError(f"export failed: {exc}") from exc
+    finally:
+        con.close()
+    return counts

@@ -1,0 +1,36 @@
+"""Backups while the collector runs: a consistent snapshot of the database, streamed as a DuckDB file."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+
+from ..auth import Writer
+from .deps import StoreDep
+
+router = APIRouter(prefix="/api/v1", tags=["operations"])
+
+
+@router.get(
+    "/snapshot",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "A DuckDB file"}},
+)
+async def snapshot(_: Writer, store: StoreDep) -> FileResponse:
+    """Every table as of one moment, in a new DuckDB file (needs a write token: it is all the data)."""
+    folder = Path(tempfile.mkdtemp(prefix="flopfleet-snapshot-"))
+    path = await run_in_threadpool(store.snapshot, folder / "flopfleet-snapshot.duckdb")
+
+    def cleanup() -> None:
+        for p in folder.iterdir():
+            p.unlink()
+        folder.rmdir()
+
+    return FileResponse(
+        path, filename=path.name, media_type="application/octet-stream", background=BackgroundTask(cleanup)
+    )

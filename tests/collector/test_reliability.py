@@ -1,0 +1,132 @@
+"""Many agents at once, and a collector killed mid-load: every acknowledged run stored exactly once, never half."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from agent.config import UploadConfig
+from agent.upload import post
+from collector.store import Store
+from collector.tokens import TokenStore
+from schemas import RunSubmission
+from tests.factories import make_run, matmul
+from tests.servers import CollectorProcess
+
+CLIENTS = 16
+RUNS_EACH = 20
+RESULTS = 12
+
+
+def _runs() -> list[list[RunSubmission]]:
+    return [
+        [make_run([matmul(64 * (i + 1), "fp32", float(c * 1000 + r + 1)) for i in range(RESULTS)], hostname=f"c{c}")
+         for r in range(RUNS_EACH)]
+        for c in range(CLIENTS)
+    ]  # fmt: skip
+
+
+def _agents(
+    url: str, token: str, runs: list[list[RunSubmission]], acked: list[str], errors: list[str]
+) -> list[threading.Thread]:
+    config = UploadConfig(collector_url=url, token=token, retries=14, timeout_s=30)
+    lock = threading.Lock()
+
+    def agent(mine: list[RunSubmission]) -> None:
+        with httpx.Client() as client:
+            for run in mine:
+                response, why = post(client, config, run.model_dump_json().encode())
+                with lock:
+                    if response is not None and response.status_code in (200, 201):
+                        acked.append(str(run.run_id))
+                    else:
+                        errors.append(why)
+
+    return [threading.Thread(target=agent, args=(mine,)) for mine in runs]
+
+
+def _check_stored(db: Path, runs: list[list[RunSubmission]], acked: list[str]) -> None:
+    expected = {str(r.run_id) for mine in runs for r in mine}
+    assert sorted(acked) == sorted(expected)  # every run acknowledged, once each
+    with Store(db, read_only=True) as store:
+        cur = store.cursor()
+        stored = dict(cur.execute("SELECT run_id::VARCHAR, count(*) FROM results GROUP BY run_id").fetchall())
+        assert cur.execute("SELECT count(*), count(DISTINCT run_id) FROM runs").fetchone() == (len(expected),) * 2
+    assert set(stored) == expected
+    assert set(stored.values()) == {RESULTS}  # no run stored in part
+
+
+def test_sixteen_agents_posting_hundreds_of_runs(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    token = TokenStore(db).create("fleet")
+    runs, acked, errors = _runs(), [], []
+    server = CollectorProcess(db)
+    try:
+        threads = _agents(server.url, token, runs, acked, errors)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        server.stop()
+    assert errors == []
+    _check_stored(db, runs, acked)
+
+
+def test_a_collector_killed_mid_load_loses_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    token = TokenStore(db).create("fleet")
+    runs, acked, errors = _runs(), [], []
+    server = CollectorProcess(db)
+    threads = _agents(server.url, token, runs, acked, errors)
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(acked) < CLIENTS * RUNS_EACH // 3:
+        assert time.monotonic() < deadline, "load never got going"
+        time.sleep(0.01)
+    server.kill()
+    killed_at = len(acked)
+    restarted = CollectorProcess(db, port=server.port)
+    try:
+        for t in threads:
+            t.join()
+    finally:
+        restarted.stop()
+    assert errors == []
+    assert killed_at < CLIENTS * RUNS_EACH  # the kill really happened mid-load
+    _check_stored(db, runs, acked)
+
+
+def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    token = TokenStore(db).create("fleet")
+    run = make_run([matmul(64, "fp32", 1.0)])
+    body = run.model_dump_json().encode()
+    server = CollectorProcess(db)
+    started = threading.Event()
+    answer: list[httpx.Response] = []
+
+    def slow_body() -> Iterator[bytes]:
+        yield body[:100]
+        started.set()
+        time.sleep(1.0)  # the server is told to stop while this request is still arriving
+        yield body[100:]
+
+    def send() -> None:
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        answer.append(httpx.post(f"{server.url}/api/v1/runs", content=slow_body(), headers=headers, timeout=30))
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    assert started.wait(10)
+    server.proc.terminate()
+    sender.join()
+    assert server.proc.wait(timeout=30) in (0, -15)  # uvicorn re-raises SIGTERM after its graceful shutdown
+    assert answer[0].status_code == 201
+    with Store(db, read_only=True) as store:
+        assert store.cursor().execute("SELECT run_id::VARCHAR FROM runs").fetchall() == [(str(run.run_id),)]
