@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from schemas import GpuSample, StateSummary
+from schemas import GpuSamples, StateSummary
 
 from .nvml import SLOWDOWN_REASONS, Nvml, Reading
 
@@ -108,23 +108,21 @@ class Monitor:
             pcie_width=max(widths) if widths else None,
         )
 
-    def samples(self, limit: int) -> list[GpuSample]:
-        """Every sample as wire models, thinned evenly to at most ``limit``."""
+    def samples(self, limit: int) -> GpuSamples:
+        """Every sample as the wire's columns, thinned evenly to at most ``limit``."""
         with self._lock:
             chosen = list(self._samples)
         if len(chosen) > limit:
             step = len(chosen) / limit
             chosen = [chosen[int(i * step)] for i in range(limit)]
-        return [
-            GpuSample(
-                t_s=round(s.t, 4),
-                gpu_index=s.gpu_index,
-                sm_clock_mhz=s.reading.sm_clock_mhz,
-                mem_clock_mhz=s.reading.mem_clock_mhz,
-                power_w=s.reading.power_w,
-                temperature_c=s.reading.temperature_c,
-                utilization_pct=s.reading.utilization_pct,
-                throttle_reasons=s.reading.throttle_reasons,  # type: ignore[arg-type]
-            )
-            for s in chosen
-        ]
+        readings = [s.reading for s in chosen]
+        return GpuSamples(
+            t_s=tuple(round(s.t, 4) for s in chosen),
+            gpu_index=tuple(s.gpu_index for s in chosen),
+            sm_clock_mhz=tuple(r.sm_clock_mhz for r in readings),
+            mem_clock_mhz=tuple(r.mem_clock_mhz for r in readings),
+            power_w=tuple(r.power_w for r in readings),
+            temperature_c=tuple(r.temperature_c for r in readings),
+            utilization_pct=tuple(r.utilization_pct for r in readings),
+            throttle_reasons=tuple(r.throttle_reasons for r in readings),  # type: ignore[misc]
+        )

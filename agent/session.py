@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime, timezone
 
 from schemas import SCHEMA_VERSION, Gpu, RunSubmission
-from schemas.run import MAX_SAMPLES
+from schemas.environment import MAX_SAMPLES
 
 from . import __version__, probe
 from .config import RunConfig
@@ -56,7 +56,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         software=software,
         gpus=tuple(gpus),
         results=tuple(results),
-        gpu_samples=tuple(samples),
+        gpu_samples=samples,
         tags=dict(config.tags),
     )
 

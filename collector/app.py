@@ -22,6 +22,7 @@ from .routes import admin, health, reports, runs, sql
 from .settings import Settings
 from .store import Store
 from .tokens import TokenStore
+from .validation import Validator
 
 log = logging.getLogger("flopfleet.collector")
 RUNS_PATH = "/api/v1/runs"
@@ -54,11 +55,13 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         app.state.store = store or Store(settings.db)
         if owned:
             app.state.store.harden()
+        app.state.validator.start()
         log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
         try:
             yield
         finally:
             app.state.stopping = True
+            app.state.validator.stop()
             if owned:
                 app.state.store.close()
 
@@ -71,6 +74,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.tokens = TokenStore(settings.db)
     app.state.metrics = metrics = Metrics()
+    app.state.validator = Validator(settings.validate_workers)
     app.state.stopping = False
     for router in (health.router, runs.router, sql.router, reports.router, admin.router):
         app.include_router(router)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,6 +21,7 @@ class Settings:
     port: int = 8000
     read_access: str = "auto"  # auto: open on loopback, token elsewhere | token | open
     max_body_bytes: int = 64 * 1024 * 1024  # on the wire and after gunzip
+    validate_workers: int = -1  # processes that validate posted runs; -1: one per core but one, 0: in-process
     sql_timeout_s: float = 10.0
     sql_max_rows: int = 10_000
     log_level: str = "info"
@@ -34,6 +36,10 @@ class Settings:
             raise CollectorError(f"max_body_bytes {self.max_body_bytes} is below 1024")
         if not 0 < self.sql_timeout_s <= 3600 or self.sql_max_rows < 1:
             raise CollectorError("sql_timeout_s must be in (0, 3600] and sql_max_rows at least 1")
+        if self.validate_workers < -1:
+            raise CollectorError("validate_workers must be -1 (automatic), 0 (in-process) or a count")
+        if self.validate_workers == -1:
+            object.__setattr__(self, "validate_workers", min(4, max(0, (os.cpu_count() or 1) - 1)))
         if self.log_format not in ("json", "text"):
             raise CollectorError(f"log_format {self.log_format!r} is not one of: json, text")
 

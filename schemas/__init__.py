@@ -1,7 +1,7 @@
 """The wire contract shared by the flopfleet agent and collector (schema version 1)."""
 
 from .api import RunAccepted, RunsPage, RunSummary
-from .environment import Gpu, GpuSample, Host, Machine, Software, StateSummary, ThrottleReason
+from .environment import Gpu, GpuSamples, Host, Machine, Software, StateSummary, ThrottleReason
 from .errors import ErrorBody, ErrorDetail, ErrorInfo
 from .gpu_specs import GPU_SPECS, GpuSpec, match_spec, pcie_peak_gbps
 from .jsonschema import run_json_schema
@@ -53,7 +53,7 @@ __all__ = [
     "ErrorInfo",
     "Flag",
     "Gpu",
-    "GpuSample",
+    "GpuSamples",
     "GpuSpec",
     "Host",
     "LayerMetrics",

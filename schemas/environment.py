@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
+from typing_extensions import Self
 
 from .base import Celsius, Count, GpuIndex, Label, Mhz, Positive, Seconds, Watts, WireModel
 
@@ -76,17 +77,35 @@ class Gpu(WireModel):
     throttle_reasons_seen: tuple[ThrottleReason, ...] = Field(default=(), max_length=16)
 
 
-class GpuSample(WireModel):
-    """One NVML reading taken while the suite ran; ``t_s`` counts from the run's start."""
+#: The most NVML readings one run carries.
+MAX_SAMPLES = 20_000
 
-    t_s: Seconds
-    gpu_index: GpuIndex
-    sm_clock_mhz: Mhz | None = None
-    mem_clock_mhz: Mhz | None = None
-    power_w: Watts | None = None
-    temperature_c: Celsius | None = None
-    utilization_pct: Annotated[int, Field(ge=0, le=100)] | None = None
-    throttle_reasons: tuple[ThrottleReason, ...] = Field(default=(), max_length=16)
+
+class GpuSamples(WireModel):
+    """NVML readings taken while the suite ran, as columns: entry i of every field is reading i.
+
+    Columns, not one object per reading: a run carries hundreds of readings, and arrays of numbers validate and
+    store several times faster than as many small objects. ``t_s`` counts from the run's start.
+    """
+
+    t_s: tuple[Seconds, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    gpu_index: tuple[GpuIndex, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    sm_clock_mhz: tuple[Mhz | None, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    mem_clock_mhz: tuple[Mhz | None, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    power_w: tuple[Watts | None, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    temperature_c: tuple[Celsius | None, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    utilization_pct: tuple[Annotated[int, Field(ge=0, le=100)] | None, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    throttle_reasons: tuple[tuple[ThrottleReason, ...], ...] = Field(default=(), max_length=MAX_SAMPLES)
+
+    @model_validator(mode="after")
+    def _aligned(self) -> Self:
+        lengths = {name: len(getattr(self, name)) for name in type(self).model_fields}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"sample columns differ in length: {lengths}")
+        return self
+
+    def __len__(self) -> int:
+        return len(self.t_s)
 
 
 class StateSummary(WireModel):

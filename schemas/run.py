@@ -9,7 +9,7 @@ from pydantic import AwareDatetime, Field, field_validator, model_validator
 from typing_extensions import Self
 
 from .base import Label, Slug, TagValue, WireModel
-from .environment import Gpu, GpuSample, Host, Software
+from .environment import Gpu, GpuSamples, Host, Software
 from .results import Result
 
 #: The version this code writes.
@@ -18,7 +18,6 @@ SCHEMA_VERSION = 1
 ACCEPTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
 
 MAX_RESULTS = 20_000
-MAX_SAMPLES = 20_000
 MAX_GPUS = 64
 MAX_TAGS = 32
 
@@ -35,7 +34,7 @@ class RunSubmission(WireModel):
     software: Software
     gpus: tuple[Gpu, ...] = Field(default=(), max_length=MAX_GPUS)
     results: tuple[Result, ...] = Field(max_length=MAX_RESULTS)
-    gpu_samples: tuple[GpuSample, ...] = Field(default=(), max_length=MAX_SAMPLES)
+    gpu_samples: GpuSamples = Field(default_factory=GpuSamples)
     tags: dict[Slug, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
 
     @field_validator("schema_version")
@@ -55,6 +54,9 @@ class RunSubmission(WireModel):
         if len(set(indices)) != len(indices):
             raise ValueError(f"gpus repeat an index: {indices}")
         known = set(indices)
+        strays = sorted(set(self.gpu_samples.gpu_index) - known)
+        if strays:
+            raise ValueError(f"gpu_samples.gpu_index names GPUs {strays} not in gpus {sorted(known)}")
         for i, result in enumerate(self.results):
             if result.gpu_index is not None and result.gpu_index not in known:
                 raise ValueError(f"results[{i}].gpu_index {result.gpu_index} names no GPU in gpus {sorted(known)}")

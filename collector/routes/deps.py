@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from ..metrics import Metrics
 from ..settings import Settings
 from ..store import Store
+from ..validation import Validator
 
 
 def get_store(request: Request) -> Store:
@@ -29,3 +30,11 @@ def get_metrics(request: Request) -> Metrics:
 StoreDep = Annotated[Store, Depends(get_store)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+
+
+def get_validator(request: Request) -> Validator:
+    validator: Validator = request.app.state.validator
+    return validator
+
+
+ValidatorDep = Annotated[Validator, Depends(get_validator)]

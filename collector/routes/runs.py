@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import zlib
+from functools import partial
 from typing import Annotated
+from uuid import UUID
 
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -12,8 +14,7 @@ from schemas import RunAccepted, RunsPage, RunSummary
 
 from ..auth import Reader, Writer
 from ..errors import BadEncoding, BadGzip, InvalidRun, PayloadTooLarge
-from ..validation import parse_run
-from .deps import MetricsDep, SettingsDep, StoreDep
+from .deps import MetricsDep, SettingsDep, StoreDep, ValidatorDep
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 
@@ -31,21 +32,31 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
     },
 )
 async def post_run(
-    request: Request, response: Response, token: Writer, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+    request: Request,
+    response: Response,
+    token: Writer,
+    store: StoreDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+    validator: ValidatorDep,
 ) -> RunAccepted:
-    body = await read_body(request, settings.max_body_bytes)
-    run = await run_in_threadpool(parse_run, body)
-    stored = await run_in_threadpool(store.add_run, run, token_name=token)
+    body, gzipped = await read_body(request, settings.max_body_bytes)
+    checked = await validator.check(body)
+    stored = await run_in_threadpool(
+        partial(store.add_document, body, run_id=checked.run_id, results=checked.results, gzipped=gzipped,
+                token_name=token)
+    )  # fmt: skip
     metrics.runs.labels(status=stored.status).inc()
     if stored.status == "duplicate":
         response.status_code = 200
     else:
         metrics.results.inc(stored.results)
-    return RunAccepted(run_id=run.run_id, status=stored.status, results=stored.results)
+    return RunAccepted(run_id=UUID(stored.run_id), status=stored.status, results=stored.results)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The (inflated) body, refused with 413 as soon as it passes ``limit`` bytes, never read whole first."""
+async def read_body(request: Request, limit: int) -> tuple[bytes, bytes | None]:
+    """The (inflated) body and, if it came gzipped, the bytes as sent; refused with 413 as soon as it passes
+    ``limit`` bytes on the wire or inflated, never read whole first."""
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip"):
         raise BadEncoding(f"Content-Encoding {encoding!r} is not supported; send identity or gzip")
@@ -54,12 +65,14 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit}")
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
     chunks: list[bytes] = []
+    sent: list[bytes] = []
     wire = size = 0
     async for chunk in request.stream():
         wire += len(chunk)
         if wire > limit:
             raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
         if inflate is not None:
+            sent.append(chunk)
             try:
                 # Inflate at most what is left under the limit: a gzip bomb stops here, not in memory.
                 chunk = inflate.decompress(chunk, limit - size + 1)
@@ -75,7 +88,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise BadGzip("the gzip body is truncated")
     if not size:
         raise InvalidRun("the request body is empty; send a run as JSON")
-    return b"".join(chunks)
+    return b"".join(chunks), b"".join(sent) if inflate is not None else None
 
 
 @router.get("")

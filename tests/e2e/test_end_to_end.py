@@ -38,7 +38,7 @@ def test_agent_posts_a_quick_cpu_run_that_the_report_and_sql_show(tmp_path: Path
     assert rows[("layer_bert", "ok")] == 2 and rows[("training_bert", "ok")] == 1
 
     tags = collector_cli("sql", "--db", str(db), "--format", "csv", "SELECT tags FROM runs")
-    assert tags.stdout.splitlines()[1] == '"{""lab"": ""ci""}"'
+    assert json.loads(tags.stdout.splitlines()[1].strip('"').replace('""', '"')) == {"lab": "ci"}
 
     refused = collector_cli("sql", "--db", str(db), "DROP TABLE runs")
     assert refused.returncode == 1 and "only SELECT queries are allowed" in refused.stderr

@@ -102,7 +102,7 @@ def test_public_names_are_pinned() -> None:
         [
             "ACCEPTED_SCHEMA_VERSIONS", "GPU_SPECS", "RESULT_KINDS", "SCHEMA_VERSION", "BandwidthMetrics",
             "BandwidthParams", "BandwidthResult", "CollectiveMetrics", "CollectiveParams", "CollectiveResult", "Dtype",
-            "ErrorBody", "ErrorDetail", "ErrorInfo", "Flag", "Gpu", "GpuSample", "GpuSpec", "Host", "LayerMetrics",
+            "ErrorBody", "ErrorDetail", "ErrorInfo", "Flag", "Gpu", "GpuSamples", "GpuSpec", "Host", "LayerMetrics",
             "LayerParams", "LayerResult", "Machine", "MamfMetrics", "MamfParams", "MamfResult", "MatmulMetrics",
             "MatmulParams", "MatmulResult", "Result", "RunAccepted", "RunSubmission", "RunSummary", "RunsPage",
             "Software", "StateSummary", "Status", "ThrottleReason", "TimingStats", "TrainingMetrics",

@@ -1,0 +1,181 @@
+"""Collector throughput: HTTP ingest with concurrent agents, beside raw DuckDB bulk inserts of the same rows,
+and report generation over a large database. Prints figures; run on demand:
+
+    .venv/bin/python benchmarks/collector_ingest.py                  # 16 clients, 400 runs of 300 results
+    .venv/bin/python benchmarks/collector_ingest.py --clients 16 --runs 400 --results 300 --report-runs 10000
+
+Runs are built from a real H200 run (docs/results/h200/standard1.json): its results, repeated to --results per
+run, and its NVML samples; each posted run gets a fresh run_id and is gzip-compressed as the agent sends it. The
+load comes from threads using the standard library's http.client: a light load generator (as wrk would be), so
+that on a small machine the clients' own CPU time is not charged to the collector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from collector.report import build_report  # noqa: E402
+from collector.store import Store  # noqa: E402
+from collector.tables import TABLES, insert_sql, parse_sql  # noqa: E402
+from collector.tokens import TokenStore  # noqa: E402
+from schemas import RunSubmission  # noqa: E402
+from tests.servers import CollectorProcess  # noqa: E402
+
+TEMPLATE = ROOT / "docs" / "results" / "h200" / "standard1.json"
+CARDS = ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA H100 PCIe")
+
+
+def make_bodies(count: int, results: int) -> list[bytes]:
+    template = json.loads(TEMPLATE.read_text())
+    base = template["results"]
+    template["results"] = [base[i % len(base)] for i in range(results)]
+    bodies = []
+    for i in range(count):
+        template["run_id"] = str(uuid.uuid4())
+        template["host"]["hostname"] = f"node{i % 64}"
+        bodies.append(json.dumps(template).encode())
+    RunSubmission.model_validate_json(bodies[0])  # the template is a valid run
+    return bodies
+
+
+def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]:
+    token = TokenStore(db).create("bench")
+    server = CollectorProcess(db)
+    compressed = [gzip.compress(b, 6) for b in bodies]
+    latencies: list[float] = []
+    failures: list[int] = []
+    lock = threading.Lock()
+
+    def client(share: list[bytes]) -> None:
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        for body in share:
+            t0 = time.perf_counter()
+            conn.request("POST", "/api/v1/runs", body=body, headers=headers)
+            answer = conn.getresponse()
+            answer.read()
+            elapsed = time.perf_counter() - t0
+            with lock:
+                latencies.append(elapsed)
+                if answer.status != 201:
+                    failures.append(answer.status)
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(compressed[i::clients],)) for i in range(clients)]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - began
+    server.stop()
+    if failures:
+        raise SystemExit(f"{len(failures)} posts failed: {sorted(set(failures))}")
+    q = statistics.quantiles(latencies, n=100)
+    return {"wall_s": wall, "p50_ms": q[49] * 1e3, "p95_ms": q[94] * 1e3, "p99_ms": q[98] * 1e3}
+
+
+def raw_insert(db: Path, bodies: list[bytes]) -> float:
+    """The same rows straight into DuckDB: every payload in one Arrow table, the store's INSERTs, one commit."""
+    import pyarrow as pa
+
+    now = datetime.now(timezone.utc)
+    incoming = pa.table(
+        {
+            "run_id": [json.loads(b)["run_id"] for b in bodies],
+            "document": [b.decode() for b in bodies],
+            "payload": pa.array([gzip.compress(b, 1) for b in bodies], type=pa.binary()),
+            "payload_sha256": ["-"] * len(bodies),
+            "received_at": pa.array([now] * len(bodies), type=pa.timestamp("us", tz="UTC")),
+            "source": ["agent"] * len(bodies),
+            "token_name": pa.array([None] * len(bodies), type=pa.string()),
+        }
+    )
+    with Store(db) as store:
+        cur = store.cursor()
+        began = time.perf_counter()
+        cur.begin()
+        cur.register("incoming", incoming)
+        cur.execute(parse_sql())
+        for table in TABLES:
+            cur.execute(insert_sql(table))
+        cur.commit()
+        return time.perf_counter() - began
+
+
+def report_database(db: Path, bodies: list[bytes], runs: int) -> None:
+    """A database of ``runs`` runs over five cards, cloned in SQL from ``len(bodies)`` real inserts."""
+    with Store(db) as store:
+        for i, body in enumerate(bodies):
+            data = json.loads(body)
+            data["gpus"][0]["name"] = CARDS[i % len(CARDS)]
+            store.add_run(RunSubmission.model_validate_json(json.dumps(data)))
+        copies = max(1, runs // len(bodies) - 1)
+        cur = store.cursor()
+        cur.execute(
+            "CREATE TEMP TABLE clone AS SELECT run_id AS old, uuid() AS new, c FROM runs, range(?) t(c)", [copies]
+        )
+        for table in TABLES:
+            cur.execute(
+                f"INSERT INTO {table} SELECT {table}.* REPLACE (clone.new AS run_id) FROM {table} "
+                f"JOIN clone ON {table}.run_id = clone.old"
+            )
+        cur.execute("CHECKPOINT")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--results", type=int, default=300)
+    parser.add_argument("--report-runs", type=int, default=10_000)
+    args = parser.parse_args()
+    bodies = make_bodies(args.runs, args.results)
+    samples = len(json.loads(bodies[0])["gpu_samples"]["t_s"])
+    rows = args.runs * args.results
+    print(f"{args.runs} runs x {args.results} results (+{samples} GPU samples each), {args.clients} clients; "
+          f"mean body {statistics.mean(map(len, bodies)) / 1024:.0f} KiB JSON")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        http = http_ingest(Path(tmp) / "http.duckdb", bodies, args.clients)
+        raw = raw_insert(Path(tmp) / "raw.duckdb", bodies)
+        http_rate = args.runs / http["wall_s"]
+        latency = f"p50 {http['p50_ms']:.0f} ms, p95 {http['p95_ms']:.0f} ms, p99 {http['p99_ms']:.0f} ms"
+        row_rate = rows / http["wall_s"]
+        print(f"HTTP ingest:      {http_rate:8.1f} runs/s {row_rate:10,.0f} result rows/s   latency {latency}")
+        print(f"raw DuckDB bulk:  {args.runs / raw:8.1f} runs/s {rows / raw:10,.0f} result rows/s   "
+              f"(HTTP reaches {raw / http['wall_s']:.1%} of it)")  # fmt: skip
+        db = Path(tmp) / "report.duckdb"
+        began = time.perf_counter()
+        report_database(db, bodies[:50], args.report_runs)
+        built = time.perf_counter() - began
+        with Store(db, read_only=True) as store:
+            count = store.cursor().execute("SELECT count(*) FROM runs").fetchone()
+            result_rows = store.cursor().execute("SELECT count(*) FROM results").fetchone()
+            for fmt in ("html", "md"):
+                times = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    text = build_report(store.cursor(), fmt)  # type: ignore[arg-type]
+                    times.append(time.perf_counter() - t0)
+                print(f"report {fmt:4}:      {min(times):6.2f} s best of 3 ({statistics.median(times):.2f} s median) "
+                      f"over {count[0] if count else 0:,} runs, {result_rows[0] if result_rows else 0:,} results, "
+                      f"{len(text) / 1024:.0f} KiB")  # fmt: skip
+        print(f"(report database built in {built:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
