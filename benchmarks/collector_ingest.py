@@ -21,35 +21,18 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fleet_data import fleet_database, make_bodies  # noqa: E402
 from collector.report import build_report  # noqa: E402
 from collector.store import Store  # noqa: E402
 from collector.tables import TABLES, insert_sql, parse_sql  # noqa: E402
 from collector.tokens import TokenStore  # noqa: E402
-from schemas import RunSubmission  # noqa: E402
 from tests.servers import CollectorProcess  # noqa: E402
-
-TEMPLATE = ROOT / "docs" / "results" / "h200" / "standard1.json"
-CARDS = ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA H100 PCIe")
-
-
-def make_bodies(count: int, results: int) -> list[bytes]:
-    template = json.loads(TEMPLATE.read_text())
-    base = template["results"]
-    template["results"] = [base[i % len(base)] for i in range(results)]
-    bodies = []
-    for i in range(count):
-        template["run_id"] = str(uuid.uuid4())
-        template["host"]["hostname"] = f"node{i % 64}"
-        bodies.append(json.dumps(template).encode())
-    RunSubmission.model_validate_json(bodies[0])  # the template is a valid run
-    return bodies
 
 
 def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]:
@@ -117,26 +100,6 @@ def raw_insert(db: Path, bodies: list[bytes]) -> float:
         return time.perf_counter() - began
 
 
-def report_database(db: Path, bodies: list[bytes], runs: int) -> None:
-    """A database of ``runs`` runs over five cards, cloned in SQL from ``len(bodies)`` real inserts."""
-    with Store(db) as store:
-        for i, body in enumerate(bodies):
-            data = json.loads(body)
-            data["gpus"][0]["name"] = CARDS[i % len(CARDS)]
-            store.add_run(RunSubmission.model_validate_json(json.dumps(data)))
-        copies = max(1, runs // len(bodies) - 1)
-        cur = store.cursor()
-        cur.execute(
-            "CREATE TEMP TABLE clone AS SELECT run_id AS old, uuid() AS new, c FROM runs, range(?) t(c)", [copies]
-        )
-        for table in TABLES:
-            cur.execute(
-                f"INSERT INTO {table} SELECT {table}.* REPLACE (clone.new AS run_id) FROM {table} "
-                f"JOIN clone ON {table}.run_id = clone.old"
-            )
-        cur.execute("CHECKPOINT")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=16)
@@ -160,7 +123,7 @@ def main() -> None:
               f"(HTTP reaches {raw / http['wall_s']:.1%} of it)")  # fmt: skip
         db = Path(tmp) / "report.duckdb"
         began = time.perf_counter()
-        report_database(db, bodies[:50], args.report_runs)
+        fleet_database(db, bodies[:50], args.report_runs)
         built = time.perf_counter() - began
         with Store(db, read_only=True) as store:
             count = store.cursor().execute("SELECT count(*) FROM runs").fetchone()

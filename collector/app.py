@@ -18,7 +18,7 @@ from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 from . import __version__
 from .errors import CollectorError
 from .metrics import Metrics
-from .routes import admin, health, reports, runs, sql
+from .routes import admin, health, pages, reports, runs, sql
 from .settings import Settings
 from .store import Store
 from .tokens import TokenStore
@@ -76,7 +76,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.metrics = metrics = Metrics()
     app.state.validator = Validator(settings.validate_workers)
     app.state.stopping = False
-    for router in (health.router, runs.router, sql.router, reports.router, admin.router):
+    for router in (health.router, runs.router, sql.router, reports.router, admin.router, pages.router):
         app.include_router(router)
 
     @app.middleware("http")

@@ -99,20 +99,28 @@ def ingest(
         raise typer.Exit(EXIT_FAILED)
 
 
+PricesOpt = Annotated[
+    Path | None, typer.Option("--prices", help="CSV of model,price_usd (model: a regex matched against card names).")
+]
+
+
 @app.command()
 def report(
     db: DbOpt = Path("flopfleet.duckdb"),
     fmt: Annotated[str, typer.Option("--format", help="md or html")] = "html",
     output: Annotated[Path | None, typer.Option(help="Write here instead of standard output.")] = None,
+    prices: PricesOpt = None,
 ) -> None:
-    """The cross-card comparison: a Markdown table, or one self-contained HTML page with charts."""
+    """The cross-card comparison, fleet health and version changes: Markdown, or one self-contained HTML page."""
+    from .reference import parse_prices
     from .report import build_report
     from .store import Store
 
     if fmt not in ("md", "html"):
         raise CollectorError(f"--format {fmt!r} is not one of: md, html")
+    extra = parse_prices(prices) if prices else None
     with Store(db, read_only=True) as store:
-        text = build_report(store.cursor(), fmt)  # type: ignore[arg-type]
+        text = build_report(store.cursor(), fmt, prices=extra)  # type: ignore[arg-type]
     if output is None:
         sys.stdout.write(text)
     else:
@@ -152,6 +160,107 @@ def schema(output: Annotated[Path | None, typer.Option(help="Write here instead 
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
+
+
+@app.command()
+def health(
+    db: DbOpt = Path("flopfleet.duckdb"),
+    fmt: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+) -> None:
+    """Every GPU against its model's other GPUs and its datasheet: ok, or slow by how much and why."""
+    import json
+
+    from rich.table import Table
+
+    from .health import fleet_health
+    from .store import Store
+
+    with Store(db, read_only=True) as store:
+        verdicts = fleet_health(store.cursor())
+    if fmt == "json":
+        rows = [{"gpu": v.device, "card": v.card, "host": v.hostname, "run_id": v.run_id, "verdict": v.verdict,
+                 "slow_by": v.slow_by, "causes": v.causes,
+                 "figures": {k: {"value": f.value, "peers": f.peers, "peak_fraction": f.peak_fraction}
+                             for k, f in v.figures.items()}} for v in verdicts]  # fmt: skip
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        return
+    table = Table("GPU", "card", "host", "verdict", "likely cause / notes", header_style="bold")
+    for v in verdicts:
+        style = "red" if v.verdict == "slow" else "green" if v.verdict == "ok" else ""
+        table.add_row(v.device, v.card, v.hostname, f"[{style}]{v.text}[/]" if style else v.text, "; ".join(v.causes))
+    out.print(table)
+
+
+@app.command("import-reference")
+def import_reference(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Reference tables (CSV) or run JSON files; none: the bundled table.")
+    ] = None,
+    db: DbOpt = Path("flopfleet.duckdb"),
+) -> None:
+    """Import published figures (the transformers-benchmarks README's five cards, bundled) or others' run files,
+    labelled as reference rather than measured here."""
+    from .reference import load
+    from .store import Store
+    from .validation import parse_run
+
+    with Store(db) as store:
+        sources: list[Path | None] = list(files) if files else [None]
+        for path in sources:
+            if path is not None and path.suffix == ".json":
+                stored = store.add_run(parse_run(path.read_bytes()), source="reference")
+                out.print(f"{path}: run {stored.run_id} {stored.status} as reference")
+                continue
+            values = load(path)
+            store.add_reference(values)
+            cards = sorted({v.card for v in values})
+            out.print(
+                f"{path or 'bundled transformers-benchmarks table'}: {len(values)} figures for {', '.join(cards)}"
+            )
+
+
+prices_app = typer.Typer(help="Card prices for price/performance rows and charts.", no_args_is_help=True)
+app.add_typer(prices_app, name="prices")
+
+
+@prices_app.command("set")
+def prices_set(
+    model: Annotated[str, typer.Argument(help="Regex matched against card names, e.g. 'H100.*HBM3'.")],
+    price_usd: Annotated[float, typer.Argument(help="Price in US dollars.")],
+    db: DbOpt = Path("flopfleet.duckdb"),
+) -> None:
+    """Set (or replace) one price."""
+    from .store import Store
+
+    with Store(db) as store:
+        store.set_price(model, price_usd, "cli")
+    out.print(f"price of {model!r}: ${price_usd:,.0f}")
+
+
+@prices_app.command("import")
+def prices_import(file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb")) -> None:
+    """Set prices from a CSV with columns model,price_usd."""
+    from .reference import parse_prices
+    from .store import Store
+
+    prices = parse_prices(file)
+    with Store(db) as store:
+        for model, usd in prices.items():
+            store.set_price(model, usd, str(file))
+    out.print(f"{len(prices)} prices from {file}")
+
+
+@prices_app.command("list")
+def prices_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
+    """The stored prices."""
+    from .render.query import render_query
+    from .sqlguard import run_query
+    from .store import Store
+
+    with Store(db, read_only=True) as store:
+        result = run_query(store.cursor(), "SELECT model, price_usd, source, updated_at FROM prices ORDER BY 1",
+                           max_rows=10_000)  # fmt: skip
+    render_query(result, "table", out)
 
 
 token_app = typer.Typer(help="Bearer tokens for agents (writes) and readers.", no_args_is_help=True)

@@ -8,7 +8,7 @@ from typing import Literal
 import duckdb
 
 from .errors import CollectorError
-from .store import connect
+from .store import DERIVED_TABLES, SIDE_TABLES, connect
 from .tables import TABLES
 
 Format = Literal["parquet", "csv"]
@@ -26,7 +26,7 @@ def export(db: Path, fmt: Format, out: Path) -> dict[str, int]:
     con = connect(db, read_only=True)
     counts: dict[str, int] = {}
     try:
-        for table in TABLES:
+        for table in (*TABLES, *DERIVED_TABLES, *SIDE_TABLES):
             row = con.execute(f"SELECT count(*) FROM {table}").fetchone()
             counts[table] = int(row[0]) if row else 0
             target = out / table if fmt == "parquet" else out / f"{table}.csv"

@@ -1,25 +1,41 @@
-"""The report command's work: comparison data from the store, rendered as Markdown or HTML."""
+"""The report command's work: comparison, charts, fleet health and version changes, as Markdown or one HTML file."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Literal
 
 import duckdb
 
 from . import compare
-from .render.html import report_html
-from .render.markdown import comparison_markdown
+from .health import fleet_health
+from .regressions import regressions
+from .render.charts import chart_sections
+from .render.markdown import report_markdown
+from .render.pages import render
 
 Format = Literal["md", "html"]
 
 
-def build_report(con: duckdb.DuckDBPyConnection, fmt: Format) -> str:
-    cmp = compare.comparison(con)
+def build_report(
+    con: duckdb.DuckDBPyConnection,
+    fmt: Format,
+    *,
+    prices: dict[str, float] | None = None,
+    generated_at: datetime | None = None,
+) -> str:
+    cmp = compare.comparison(con, extra_prices=prices)
+    verdicts = fleet_health(con)
+    changes = regressions(con)
     if fmt == "md":
-        return comparison_markdown(cmp)
-    return report_html(
-        cmp,
-        matmul=compare.matmul_series(con),
-        layers=compare.layer_series(con),
+        return report_markdown(cmp, verdicts, changes)
+    return render(
+        "report.html",
+        standalone=True,
+        cmp=cmp,
+        chart_sections=chart_sections(con, cmp),
+        verdicts=verdicts,
+        changes=changes,
         runs=compare.runs_table(con),
+        generated=(generated_at or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
     )

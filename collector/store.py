@@ -25,13 +25,25 @@ import duckdb
 from schemas import RunSubmission
 
 from .errors import DatabaseBusy, NotFound, RunConflict
-from .tables import INCOMING, TABLES, ddl, insert_sql, parse_sql
+from .figures import FIGURES_DDL, compute_sql
+from .reference import ReferenceValue
+from .tables import INCOMING, TABLES, ddl, insert_sql, parse_sql, select_sql
 from .views import VIEWS
 
 log = logging.getLogger(__name__)
 
 #: The layout of the database file; a file written by a newer collector is refused, not misread.
 DB_VERSION = 1
+#: Tables derived from stored results when a run is stored (see ``figures``).
+DERIVED_TABLES = {"figures": FIGURES_DDL}
+#: Tables that are not flattened from runs: published figures, and prices for price/performance.
+SIDE_TABLES = {
+    "reference_values": """CREATE TABLE IF NOT EXISTS reference_values (
+        card VARCHAR NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, unit VARCHAR,
+        source VARCHAR NOT NULL, note VARCHAR, imported_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (card, metric, source))""",
+    "prices": """CREATE TABLE IF NOT EXISTS prices (
+        model VARCHAR PRIMARY KEY, price_usd DOUBLE NOT NULL, source VARCHAR, updated_at TIMESTAMPTZ NOT NULL)""",
+}
 #: Most runs one commit takes.
 MAX_GROUP = 64
 #: Writer threads. More than one was measured slower on a 2-core machine (smaller groups cost more per run); the
@@ -87,7 +99,13 @@ class Store:
         self._writers: list[threading.Thread] = []
         self._writer_lock = threading.Lock()
         self._parse = parse_sql()
-        self._inserts = {table: insert_sql(table) for table in TABLES}
+        # Figures are computed from the same parsed runs, not by reading the (large) results table back.
+        self._inserts = [insert_sql(table) for table in TABLES if table != "results"] + [
+            f"CREATE OR REPLACE TEMP TABLE new_results AS {select_sql('results')}",
+            "INSERT INTO results BY NAME SELECT * FROM new_results",
+            f"INSERT INTO figures {compute_sql('new_results')}",
+            "DROP TABLE new_results",
+        ]
         if not read_only:
             self._migrate()
 
@@ -132,8 +150,13 @@ class Store:
             raise DatabaseBusy(f"{self.path} was written by a newer collector (db_version {row[0]} > {DB_VERSION})")
         for table in TABLES:
             cur.execute(ddl(table))
+        for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values()):
+            cur.execute(sql)
         for name, sql in VIEWS.items():
             cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+        missing = cur.execute("SELECT (SELECT count(*) FROM figures) = 0 AND EXISTS (FROM results)").fetchone()
+        if missing and missing[0]:  # a database from before figures were kept: compute them once
+            cur.execute(f"INSERT INTO figures {compute_sql('results')}")
         cur.execute("INSERT OR REPLACE INTO meta VALUES ('db_version', ?)", [str(DB_VERSION)])
 
     # -- writes ------------------------------------------------------------------------------------------------
@@ -282,7 +305,7 @@ class Store:
         try:
             cur.register("incoming", incoming)
             cur.execute(self._parse)
-            for sql in self._inserts.values():
+            for sql in self._inserts:
                 cur.execute(sql)
             cur.execute("DROP TABLE parsed")
             cur.commit()
@@ -303,6 +326,30 @@ class Store:
                 p.done.set_exception(RunConflict(f"run {p.run_id} is already stored with different content"))
                 return
         p.done.set_result(Stored(p.run_id, "duplicate", p.results))
+
+    # -- side tables: published figures and prices (rare administrative writes) ---------------------------------
+
+    def add_reference(self, values: list[ReferenceValue]) -> int:
+        """Store published figures, replacing earlier ones from the same source for the same card and metric."""
+        cur = self.cursor()
+        now = datetime.now(timezone.utc)
+        cur.begin()
+        try:
+            for v in values:
+                cur.execute(
+                    "INSERT OR REPLACE INTO reference_values VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [v.card, v.metric, v.value, v.unit, v.source, v.note, now],
+                )
+            cur.commit()
+        except BaseException:
+            cur.rollback()
+            raise
+        return len(values)
+
+    def set_price(self, model: str, price_usd: float, source: str | None = None) -> None:
+        self.cursor().execute(
+            "INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)", [model, price_usd, source, datetime.now(timezone.utc)]
+        )
 
     # -- reads -------------------------------------------------------------------------------------------------
 
@@ -342,8 +389,10 @@ class Store:
             target.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
             for table in TABLES:
                 target.execute(ddl(table))
+            for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values()):
+                target.execute(sql)
             src.execute("BEGIN TRANSACTION READ ONLY")
-            for table in ("meta", *TABLES):
+            for table in ("meta", *TABLES, *DERIVED_TABLES, *SIDE_TABLES):
                 batches = src.sql(f"SELECT * FROM {table}").to_arrow_reader(50_000)
                 target.register("incoming", batches)
                 target.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")

@@ -224,6 +224,11 @@ def parse_sql() -> str:
 
 def insert_sql(table: str) -> str:
     """INSERT of this table's rows of every run in ``parsed``."""
+    return f"INSERT INTO {table} BY NAME {select_sql(table)}"
+
+
+def select_sql(table: str) -> str:
+    """SELECT of this table's rows of every run in ``parsed``."""
     t = TABLES[table]
     rows, typed = _row_spec(t)
     # Only the columns a table needs travel through its query: the parsed document is large.
@@ -246,4 +251,4 @@ def insert_sql(table: str) -> str:
         else:
             expr = "y.e." + ".".join(c.path)
         select.append(f"{expr} AS {c.name}")
-    return f"INSERT INTO {table} BY NAME SELECT {', '.join(select)} FROM (SELECT x.*{parsed} FROM ({source}) x) y"
+    return f"SELECT {', '.join(select)} FROM (SELECT x.*{parsed} FROM ({source}) x) y"

@@ -2,26 +2,40 @@
 
 from __future__ import annotations
 
-#: How a card is named in comparisons: the GPU model and its memory, or the CPU for CPU runs.
-CARD = """CASE WHEN r.gpu_index IS NULL THEN 'CPU: ' || coalesce(ru.cpu_model, ru.hostname)
-     ELSE g.name || ' ' || CAST(round(g.memory_bytes / 1073741824.0) AS INTEGER) || ' GiB' END"""
+#: The GPU model as compared: its name and memory size (an 80 GB part is not a 40 GB one).
+MODEL = "g.name || ' ' || CAST(round(g.memory_bytes / 1073741824.0) AS INTEGER) || ' GiB'"
+#: A card column: the model and its power limit, so a 350 W part is never averaged with a 700 W one. CPU runs are
+#: one card per CPU model.
+CARD = f"""CASE WHEN g.name IS NULL THEN 'CPU: ' || coalesce(ru.cpu_model, ru.hostname)
+     ELSE {MODEL} || coalesce(' · ' || CAST(round(g.power_limit_w) AS INTEGER) || ' W', '') END"""
 
 VIEWS: dict[str, str] = {
+    # One row per device in each run: where a card's label comes from, without scanning results.
+    "devices": f"""
+        SELECT ru.run_id, g.gpu_index, {CARD} AS card,
+               CASE WHEN g.name IS NULL THEN 'CPU: ' || coalesce(ru.cpu_model, ru.hostname) ELSE {MODEL} END
+                   AS gpu_model,
+               g.name AS gpu_name, coalesce(g.uuid, ru.hostname) AS device_id, ru.hostname, ru.started_at, ru.source,
+               ru.torch, ru.cuda, ru.driver, g.power_limit_w, g.power_limit_default_w, g.pcie_gen, g.pcie_gen_max,
+               g.pcie_width, g.pcie_width_max, g.ecc_enabled, g.other_processes, g.sm_clock_max_mhz,
+               g.throttle_reasons_seen, g.temperature_end_c
+        FROM runs ru LEFT JOIN gpus g ON g.run_id = ru.run_id
+    """,
     # Every result with its run and GPU beside it: the base of the other views.
-    "result_facts": f"""
-        SELECT r.*, {CARD} AS card, g.name AS gpu_name, g.uuid AS gpu_uuid, g.memory_bytes AS gpu_memory_bytes,
-               g.power_limit_w, g.power_limit_default_w, g.pcie_gen, g.pcie_gen_max, g.pcie_width,
-               g.pcie_width_max, ru.hostname, ru.started_at, ru.suite, ru.device, ru.source, ru.torch, ru.cuda,
-               ru.driver, ru.transformers, ru.agent_version
+    "result_facts": """
+        SELECT r.*, d.card, d.gpu_model, d.gpu_name, d.device_id AS gpu_uuid, d.power_limit_w, d.power_limit_default_w,
+               d.pcie_gen, d.pcie_gen_max, d.pcie_width, d.pcie_width_max, ru.hostname, ru.started_at, ru.suite,
+               ru.device, ru.source, ru.torch, ru.cuda, ru.driver, ru.transformers, ru.agent_version
         FROM results r
         JOIN runs ru USING (run_id)
-        LEFT JOIN gpus g ON g.run_id = r.run_id AND g.gpu_index = r.gpu_index
+        JOIN devices d ON d.run_id = r.run_id AND d.gpu_index IS NOT DISTINCT FROM r.gpu_index
     """,
-    # One row per card (GPU model and memory, or CPU model): how many GPUs and runs measured it.
+    # One row per card: how many devices and runs measured it, and when.
     "cards": """
-        SELECT card, any_value(gpu_name) AS gpu_name, count(DISTINCT coalesce(gpu_uuid, hostname)) AS devices,
+        SELECT card, any_value(gpu_model) AS gpu_model, any_value(gpu_name) AS gpu_name,
+               count(DISTINCT device_id) AS devices,
                count(DISTINCT run_id) AS runs, min(started_at) AS first_run, max(started_at) AS last_run
-        FROM result_facts GROUP BY card
+        FROM devices GROUP BY card
     """,
     "matmul": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, m, n, k, tflops, peak_fraction, rel_error,
@@ -29,7 +43,8 @@ VIEWS: dict[str, str] = {
         FROM result_facts WHERE benchmark = 'matmul'
     """,
     "mamf": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, tflops, peak_fraction,
+        SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, tflops,
+               CAST(json_extract(metrics, '$.sustained_tflops') AS DOUBLE) AS sustained_tflops, peak_fraction,
                CAST(json_extract(metrics, '$.m') AS BIGINT) AS best_m,
                CAST(json_extract(metrics, '$.n') AS BIGINT) AS best_n,
                CAST(json_extract(metrics, '$.k') AS BIGINT) AS best_k, status, reason, flags
@@ -61,5 +76,9 @@ VIEWS: dict[str, str] = {
         SELECT run_id, hostname, started_at, json_extract_string(params, '$.op') AS op, world_size, bytes,
                CAST(json_extract(metrics, '$.algbw_gbps') AS DOUBLE) AS algbw_gbps, busbw_gbps, status, reason
         FROM result_facts WHERE benchmark = 'collective'
+    """,
+    # Published figures imported with `import-reference`, labelled with where they come from.
+    "reference": """
+        SELECT card, metric, value, unit, source, note, imported_at FROM reference_values
     """,
 }

@@ -62,6 +62,8 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     suite = os.environ.get("DEMO_SUITE") or ("standard" if device == "cuda" else "quick")
     run_file = OUT / f"run-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    # Published figures for five cards, so even one machine's report has something to compare with.
+    _python("collector", "import-reference", "--db", str(DB), capture_output=True)
     token = _demo_token()
     collector, url = _start_collector()
     print(f"collector: {url} (database {DB.relative_to(ROOT)})")

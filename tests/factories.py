@@ -104,6 +104,7 @@ def run_dict(
     hostname: str = "node1",
     started: datetime = T0,
     run_id: str | None = None,
+    torch: str = "2.11.0",
     **extra: Any,
 ) -> dict[str, Any]:
     return {
@@ -115,7 +116,7 @@ def run_dict(
         "started_at": started.isoformat(),
         "finished_at": (started + timedelta(seconds=80)).isoformat(),
         "host": {"hostname": hostname, "os": "Linux", "cpu_count": 16, "cpu_model": "Xeon"},
-        "software": {"python": "3.12.3", "agent": "0.1.0", "torch": "2.11.0", "cuda": "13.0", "driver": "580.1"},
+        "software": {"python": "3.12.3", "agent": "0.1.0", "torch": torch, "cuda": "13.0", "driver": "580.1"},
         "gpus": [gpu()] if gpus is None else gpus,
         "results": results,
         **extra,

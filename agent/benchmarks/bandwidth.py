@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 
 from schemas import BandwidthMetrics, BandwidthParams
+from schemas.labels import human_bytes
 
 from ..target import Target
-from ..units import human_bytes
 from .base import Benchmark, Case, Context, Outcome
 
 #: Per element: (arrays read + written, floating-point operations).

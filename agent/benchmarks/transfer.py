@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schemas import TransferMetrics, TransferParams
+from schemas.labels import human_bytes
 
 from ..errors import Unsupported
 from ..target import Target
-from ..units import human_bytes
 from .base import Benchmark, Case, Context, Outcome
 
 

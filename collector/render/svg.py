@@ -80,3 +80,100 @@ def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, 
         out.append(f'<text x="{W - RIGHT + 26}" y="{ly + 9}">{escape(s.label[:30])}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple[str, str], float], *,
+              y_label: str, percent: bool = False) -> str:  # fmt: skip
+    """Grouped bars: one group per ``groups`` entry (a card), one coloured bar per ``bars`` entry inside it."""
+    present = [(g, b, v) for (g, b), v in values.items() if v is not None]
+    if not present:
+        return ""
+    top = max(v for _, _, v in present)
+    step = _nice_step(top or 1.0)
+    y1 = step * math.ceil(top / step) or step
+    plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
+    slot = plot_w / max(1, len(groups))
+    width = slot * 0.8 / max(1, len(bars))
+
+    def py(y: float) -> float:
+        return TOP + plot_h - y / y1 * plot_h
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+        f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
+        f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
+    ]
+    y = 0.0
+    while y <= y1 + 1e-9:
+        label = f"{y:.0%}" if percent else f"{y:g}"
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{label}</text>')
+        y += step
+    for gi, group in enumerate(groups):
+        x0 = LEFT + gi * slot + slot * 0.1
+        for bi, bar in enumerate(bars):
+            v = values.get((group, bar))
+            if v is None:
+                continue
+            x = x0 + bi * width
+            shown = f"{v:.0%}" if percent else f"{v:,.3g}"
+            out.append(
+                f'<rect x="{x:.1f}" y="{py(v):.1f}" width="{width * 0.9:.1f}" height="{TOP + plot_h - py(v):.1f}" '
+                f'fill="{PALETTE[bi % len(PALETTE)]}"><title>{escape(group)}, {escape(bar)}: {shown}</title></rect>'
+            )
+        out.append(
+            f'<text x="{LEFT + (gi + 0.5) * slot:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">'
+            f"{escape(group[:28])}</text>"
+        )
+    out.append(
+        f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#333"/>'
+        f'<text transform="translate(16 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
+        f"{escape(y_label)}</text>"
+    )
+    if len(bars) > 1:
+        for bi, bar in enumerate(bars):
+            ly = TOP + 14 * bi
+            out.append(
+                f'<rect x="{W - RIGHT + 12}" y="{ly}" width="10" height="10" fill="{PALETTE[bi % len(PALETTE)]}"/>'
+            )
+            out.append(f'<text x="{W - RIGHT + 26}" y="{ly + 9}">{escape(bar[:30])}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label: str) -> str:
+    """One row per card, one dot per device: how far apart same-model cards on different machines land."""
+    if not rows:
+        return ""
+    values = [v for points in rows.values() for _, v in points]
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.1 or max(hi * 0.05, 1.0)
+    lo, hi = max(0.0, lo - pad), hi + pad
+    height = TOP + BOTTOM + 28 * len(rows)
+    left = 200
+    plot_w = W - left - 40
+
+    def px(x: float) -> float:
+        return left + (x - lo) / (hi - lo) * plot_w
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {height}" width="{W}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
+        f'<text x="16" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
+    ]
+    for i, (card, points) in enumerate(rows.items()):
+        y = TOP + 14 + 28 * i
+        out.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(card[:32])}</text>')
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y}" y2="{y}" stroke="#eee"/>')
+        for device, v in points:
+            out.append(
+                f'<circle cx="{px(v):.1f}" cy="{y}" r="4" fill="{PALETTE[i % len(PALETTE)]}" fill-opacity="0.7">'
+                f"<title>{escape(device)}: {v:,.1f}</title></circle>"
+            )
+    base = TOP + 28 * len(rows)
+    for j in range(6):
+        x = lo + (hi - lo) * j / 5
+        out.append(f'<text x="{px(x):.1f}" y="{base + 16}" text-anchor="middle">{x:,.0f}</text>')
+    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{base + 34}" text-anchor="middle">{escape(x_label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)

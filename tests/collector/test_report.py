@@ -1,62 +1,29 @@
-"""Reports rendered from a fixture database built by code, against stored expected output (asv-style).
-
-Regenerate the expected files after an intended change with ``FLOPFLEET_REGEN=1 make test``.
+"""Comparison, reports, health and version changes from a fixture database built by code (asv-style), against
+stored expected output. Regenerate the expected files after an intended change with ``FLOPFLEET_REGEN=1 make test``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from datetime import timedelta
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from collector.compare import comparison
+from collector.health import fleet_health
+from collector.regressions import regressions
 from collector.report import build_report
 from collector.store import Store
-from tests.factories import T0, bandwidth, gpu, layer, make_run, matmul
+from tests.fixture_db import build_fixture_db
 
 EXPECTED = Path(__file__).with_name("expected")
 
 
-def _fixture_db(path: Path) -> Store:
-    store = Store(path)
-    a100 = [gpu("NVIDIA A100-SXM4-80GB", memory_gib=80)]
-    ids = iter(f"00000000-0000-4000-8000-{i:012d}" for i in range(1, 100))
-    for i, tflops in enumerate((700.0, 720.0, 710.0)):
-        store.add_run(
-            make_run(
-                [
-                    matmul(2048, "bf16", tflops * 0.9),
-                    matmul(8192, "bf16", tflops),
-                    matmul(8192, "fp32", 51.0),
-                    layer("bert_layer", "fwd", 64, 512, 380.0 + i),
-                    layer("bert_layer", "fwd+bwd", 64, 512, 450.0),
-                    bandwidth(1 << 26, 3000.0 + 10 * i),
-                ],
-                gpus=[gpu("NVIDIA H100 80GB HBM3", memory_gib=80, host=f"h{i}")],
-                hostname=f"h{i}",
-                run_id=next(ids),
-                started=T0 + timedelta(hours=i),
-            ),
-            received_at=T0 + timedelta(hours=i, minutes=2),
-        )
-    store.add_run(
-        make_run(
-            [
-                matmul(8192, "bf16", 280.0),
-                matmul(8192, "bf16", 2000.0, flags=["above_peak"]),
-                layer("bert_layer", "fwd", 64, 512, 150.0),
-            ],
-            gpus=a100,
-            hostname="a",
-            run_id=next(ids),
-            started=T0,
-        ),
-        received_at=T0,
-    )
-    return store
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return build_fixture_db(tmp_path / "fixture.duckdb")
 
 
 def _check(name: str, text: str) -> None:
@@ -66,33 +33,86 @@ def _check(name: str, text: str) -> None:
     assert text == path.read_text(encoding="utf-8"), f"{name} differs; if intended, regenerate with FLOPFLEET_REGEN=1"
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return _fixture_db(tmp_path / "fixture.duckdb")
-
-
-def test_comparison_takes_the_median_of_each_devices_best(store: Store) -> None:
+def test_cards_are_grouped_by_model_memory_and_power_limit(store: Store) -> None:
     cmp = comparison(store.cursor())
-    assert [c.label for c in cmp.cards] == ["NVIDIA A100-SXM4-80GB 80 GiB", "NVIDIA H100 80GB HBM3 80 GiB"]
-    rows = {r.label: r for r in cmp.rows}
-    a100, h100 = rows["Matmul BF16"].cells
-    assert h100 is not None and (h100.median, h100.low, h100.high, h100.count) == (710.0, 700.0, 720.0, 3)
-    assert a100 is not None and a100.median == 280.0  # the above-peak result is kept out
-    assert rows["Theory FP16"].cells[0] is not None and rows["Theory FP16"].cells[0].median == 312
-    assert "Matmul TF32" not in rows  # nothing measured: no row
+    measured = [c.label for c in cmp.cards if not c.published]
+    assert measured == [
+        "NVIDIA A100-SXM4-80GB 80 GiB · 700 W",
+        "NVIDIA H100 80GB HBM3 80 GiB · 500 W",
+        "NVIDIA H100 80GB HBM3 80 GiB · 700 W",
+        "NVIDIA H100 PCIe 80 GiB · 350 W",
+    ]
+
+
+def test_cells_are_medians_of_each_devices_best_without_measurement_errors(store: Store) -> None:
+    cmp = comparison(store.cursor())
+    index = {c.label: i for i, c in enumerate(cmp.cards)}
+    bf16 = cmp.row("matmul_bf16")
+    assert bf16 is not None
+    sxm = bf16.cells[index["NVIDIA H100 80GB HBM3 80 GiB · 700 W"]]
+    assert sxm is not None and (sxm.median, sxm.low, sxm.high, sxm.count) == (707.5, 700.0, 720.0, 4)
+    a100 = bf16.cells[index["NVIDIA A100-SXM4-80GB 80 GiB · 700 W"]]
+    assert a100 is not None and a100.high == 302.0  # the 2000 TFLOPS above-peak result is kept out
+    theory = cmp.row("fp16")
+    assert theory is not None and theory.cells[index["NVIDIA H100 PCIe 80 GiB · 350 W"]].median == 756  # type: ignore[union-attr]
+
+
+def test_published_figures_are_their_own_labelled_columns(store: Store) -> None:
+    cmp = comparison(store.cursor())
+    published = [c.label for c in cmp.cards if c.published]
+    assert published == [f"{c} (published)" for c in ("A100", "A6000", "RTX 3090 Ti", "RTX 4090", "V100")]
+    index = {c.label: i for i, c in enumerate(cmp.cards)}
+    bert = cmp.row("bert_fwdbwd")
+    assert bert is not None and bert.cells[index["A100 (published)"]].median == 136  # type: ignore[union-attr]
+    assert any("published" in note for note in cmp.notes)
+
+
+def test_prices_give_price_performance(store: Store) -> None:
+    cmp = comparison(store.cursor(), extra_prices={"A100-SXM4": 10000.0})
+    index = {c.label: i for i, c in enumerate(cmp.cards)}
+    price, per_k = cmp.row("price"), cmp.row("fp16_per_kusd")
+    assert price is not None and per_k is not None
+    assert price.cells[index["NVIDIA H100 80GB HBM3 80 GiB · 700 W"]].median == 30000  # type: ignore[union-attr]
+    assert price.cells[index["NVIDIA A100-SXM4-80GB 80 GiB · 700 W"]].median == 10000  # type: ignore[union-attr]
+    assert price.cells[index["RTX 4090 (published)"]].median == 2200  # type: ignore[union-attr]
+    rtx = per_k.cells[index["RTX 4090 (published)"]]
+    assert rtx is not None and rtx.median == pytest.approx(172 / 2200 * 1000)
+
+
+def test_health_finds_the_slow_gpu_and_why(store: Store) -> None:
+    verdicts = {v.hostname: v for v in fleet_health(store.cursor())}
+    slow = verdicts["h9"]
+    assert slow.verdict == "slow" and slow.slow_by == pytest.approx(1 - 560 / 707.5, abs=0.01)
+    assert slow.causes == ["power limit 500 W, below the default 700 W"]
+    assert verdicts["h0"].verdict == "ok" and verdicts["h0"].causes == []
+    assert verdicts["h8"].verdict == "ok"
+    assert verdicts["h8"].causes == ["PCIe link Gen4 x16, the card supports Gen5 x16"]
+    assert verdicts["p0"].verdict == "no peers"
+    assert fleet_health(store.cursor())[0].hostname == "h9"  # slowest first
+
+
+def test_version_changes_need_ratio_and_noise_to_agree(store: Store) -> None:
+    changes = [c for c in regressions(store.cursor()) if c.metric == "BF16 matmul"]
+    (a100,) = [c for c in changes if "A100" in c.gpu_model]
+    assert a100.verdict == "faster" and a100.ratio == pytest.approx(301 / 280, rel=1e-3)  # medians of 279-281, 300-302
+    assert "torch 2.11.0" in a100.before and "torch 2.12.0" in a100.after
+    noisy = [c for c in regressions(store.cursor()) if c.metric == "memory" and "A100" in c.gpu_model]
+    assert noisy and noisy[0].verdict in ("faster", "no change (within noise)")
 
 
 def test_markdown_report_matches_expected(store: Store) -> None:
     _check("report.md", build_report(store.cursor(), "md"))
 
 
-def test_html_report_is_self_contained(store: Store) -> None:
-    html = build_report(store.cursor(), "html")
-    assert html.count("<svg") == 4  # matmul bf16 and fp32; BERT layer fwd and fwd+bwd at seq 512
-    assert 'id="comparison"' in html and "710.0" in html and "700.0–720.0, n=3" in html
-    external = re.findall(r"(?:src|href)\s*=|@import|url\(", html)
-    assert external == []
-    assert set(re.findall(r"https?://[^\"' ]+", html)) <= {"http://www.w3.org/2000/svg"}
+def test_html_report_matches_expected_and_is_self_contained(store: Store) -> None:
+    html = build_report(store.cursor(), "html", generated_at=datetime(2026, 11, 29, tzinfo=timezone.utc))
+    _check("report.html", html)
+    assert html.count("<svg") >= 6
+    for section in ("Cross-card comparison", "Fraction of the datasheet peak", "Fleet health", "Software versions",
+                    "Same model, different machines", "Price / performance"):  # fmt: skip
+        assert section in html
+    assert re.findall(r"(?:src|href)\s*=|@import|url\(", html) == []
+    assert set(re.findall(r"https?://[^\"' <]+", html)) <= {"http://www.w3.org/2000/svg"}
 
 
 def test_empty_database_reports_no_results(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def test_views_answer_as_json_and_csv(collector: Collector) -> None:
     sql = "SELECT card, dtype, n, tflops FROM matmul"
     as_json = httpx.post(f"{collector.url}/api/v1/sql", json={"sql": sql}).json()
     assert as_json["columns"] == ["card", "dtype", "n", "tflops"]
-    assert as_json["rows"] == [["NVIDIA H100 80GB HBM3 80 GiB", "bf16", 2048, 600.0]]
+    assert as_json["rows"] == [["NVIDIA H100 80GB HBM3 80 GiB · 700 W", "bf16", 2048, 600.0]]
     as_csv = httpx.get(f"{collector.url}/api/v1/sql", params={"sql": sql, "format": "csv"})
     assert as_csv.headers["content-type"].startswith("text/csv")
-    assert as_csv.text.splitlines() == ["card,dtype,n,tflops", "NVIDIA H100 80GB HBM3 80 GiB,bf16,2048,600.0"]
+    assert as_csv.text.splitlines() == ["card,dtype,n,tflops", "NVIDIA H100 80GB HBM3 80 GiB · 700 W,bf16,2048,600.0"]

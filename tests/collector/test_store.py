@@ -51,7 +51,9 @@ def test_views_answer_with_the_card_name(tmp_path: Path) -> None:
         cur = store.cursor()
         for view in VIEWS:
             cur.execute(f"SELECT * FROM {view} LIMIT 1").fetchall()
-        assert cur.execute("SELECT card, tflops FROM matmul").fetchall() == [("NVIDIA H100 80GB HBM3 80 GiB", 600.0)]
+        assert cur.execute("SELECT card, tflops FROM matmul").fetchall() == [
+            ("NVIDIA H100 80GB HBM3 80 GiB · 700 W", 600.0)
+        ]
 
 
 def test_a_read_only_store_refuses_writes_and_the_guard_names_the_statement(tmp_path: Path) -> None:

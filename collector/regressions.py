@@ -1,0 +1,93 @@
+"""Regressions: the same GPU model across software versions (torch, CUDA, driver).
+
+A change is called faster or slower only when the ratio of medians and the measured noise agree (asv's rule): the
+medians differ by more than ``MIN_CHANGE`` and by more than either version's own spread, and the two versions'
+ranges do not overlap. Anything else is "no change (within noise)".
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import duckdb
+
+from .compare import _FIGURES_OF
+
+MIN_CHANGE = 0.02
+#: label -> figure
+REGRESSION_METRICS = (
+    ("BF16 matmul", "matmul_bf16"),
+    ("FP16 matmul", "matmul_fp16"),
+    ("TF32 matmul", "matmul_tf32"),
+    ("memory", "memory"),
+    ("BERT fwd+bwd", "bert_fwdbwd"),
+    ("GPT-2 fwd+bwd", "gpt2_fwdbwd"),
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    gpu_model: str
+    metric: str
+    before: str  # software version label
+    after: str
+    before_median: float
+    after_median: float
+    ratio: float
+    noise: float
+    verdict: str  # faster | slower | no change (within noise)
+    samples: tuple[int, int]
+
+
+def _version(torch: object, cuda: object, driver: object) -> str:
+    return f"torch {torch or '?'}, CUDA {cuda or '?'}, driver {driver or '?'}"
+
+
+def _noise(values: list[float]) -> float:
+    med = statistics.median(values)
+    return (max(values) - min(values)) / med if med and len(values) > 1 else 0.0
+
+
+def regressions(con: duckdb.DuckDBPyConnection, model: str | None = None) -> list[Change]:
+    """Every consecutive pair of software versions per GPU model and metric, oldest first."""
+    labels = dict((figure, label) for label, figure in REGRESSION_METRICS)
+    rows = con.execute(
+        f"""SELECT d.gpu_model, f.figure, d.torch, d.cuda, d.driver, min(d.started_at) AS first, list(f.value)
+            FROM {_FIGURES_OF}
+            WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND f.figure IN (SELECT unnest($figures::VARCHAR[]))
+                  {"AND d.gpu_model = $model" if model else ""}
+            GROUP BY d.gpu_model, f.figure, d.torch, d.cuda, d.driver ORDER BY d.gpu_model, f.figure, first""",
+        {"figures": list(labels), **({"model": model} if model else {})},
+    ).fetchall()
+    rows = [(m, labels[f], *rest) for m, f, *rest in rows]
+    rows.sort(key=lambda r: (r[0], r[1], r[5]))
+    changes = []
+    for i in range(1, len(rows)):
+        prev, cur = rows[i - 1], rows[i]
+        if (prev[0], prev[1]) != (cur[0], cur[1]):
+            continue
+        a, b = [float(x) for x in prev[6]], [float(x) for x in cur[6]]
+        ma, mb = statistics.median(a), statistics.median(b)
+        ratio = mb / ma
+        noise = max(_noise(a), _noise(b))
+        separated = min(b) > max(a) or max(b) < min(a)
+        if abs(ratio - 1) > max(MIN_CHANGE, noise) and separated:
+            verdict = "faster" if ratio > 1 else "slower"
+        else:
+            verdict = "no change (within noise)"
+        changes.append(
+            Change(
+                cur[0],
+                cur[1],
+                _version(*prev[2:5]),
+                _version(*cur[2:5]),
+                ma,
+                mb,
+                ratio,
+                noise,
+                verdict,
+                (len(a), len(b)),
+            )
+        )
+    return changes

@@ -1,0 +1,204 @@
+"""Server-rendered pages: no build step, nothing from a CDN, state in the URL so every view is a shareable link."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Annotated
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from schemas.labels import describe, headline
+
+from .. import compare, queries
+from ..auth import Reader
+from ..errors import CollectorError, NotFound
+from ..health import Verdict, fleet_health
+from ..regressions import regressions
+from ..render.charts import chart_sections
+from ..render.pages import render
+from ..sqlguard import run_query
+from ..validation import parse_run
+from .deps import SettingsDep, StoreDep
+
+router = APIRouter(tags=["pages"], include_in_schema=False)
+CardsParam = Annotated[list[str] | None, Query()]
+KEY_COLUMNS = (("BF16 matmul", "matmul_bf16"), ("FP16 matmul", "matmul_fp16"), ("BERT fwd+bwd", "bert_fwdbwd"),
+               ("memory copy GB/s", "bw_copy"), ("training tokens/s", "train_gpt2_tokens"))  # fmt: skip
+
+
+def _page(template: str, **context: object) -> HTMLResponse:
+    return HTMLResponse(render(template, **context))
+
+
+def _csv(header: list[str], rows: list[list[object]], name: str) -> Response:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'inline; filename="{name}"'})  # fmt: skip
+
+
+def _selected(cards: list[str] | None) -> list[str]:
+    """``?cards=a&cards=b``, each card once, in the order given."""
+    return list(dict.fromkeys(c.strip() for c in cards or [] if c.strip()))
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(_: Reader, store: StoreDep) -> HTMLResponse:
+    con = store.cursor()
+    verdicts = fleet_health(con)
+    total = con.execute("SELECT count(*) FROM runs").fetchone()
+    return _page(
+        "home.html",
+        cards=queries.cards(con),
+        runs=compare.runs_table(con, 15),
+        total_runs=total[0] if total else 0,
+        slow=sum(v.verdict == "slow" for v in verdicts),
+        verdicts=len(verdicts),
+    )
+
+
+def _cards_table(store: StoreDep) -> compare.Comparison:
+    return compare.comparison(store.cursor())
+
+
+@router.get("/cards", response_class=HTMLResponse)
+def cards_page(_: Reader, store: StoreDep) -> HTMLResponse:
+    cmp = _cards_table(store)
+    return _page("cards.html", cmp=cmp, columns=KEY_COLUMNS, index_of={c.label: i for i, c in enumerate(cmp.cards)})
+
+
+@router.get("/cards.csv")
+def cards_csv(_: Reader, store: StoreDep) -> Response:
+    return _comparison_csv(_cards_table(store), "cards.csv")
+
+
+def _comparison_csv(cmp: compare.Comparison, name: str) -> Response:
+    rows: list[list[object]] = [["devices / runs", *("published" if c.published else f"{c.devices}/{c.runs}"
+                                                     for c in cmp.cards)]]  # fmt: skip
+    for row in cmp.rows:
+        rows.append([f"{row.label} ({row.unit})", *(round(c.median, 6) if c else "" for c in row.cells)])
+    return _csv(["", *(c.label for c in cmp.cards)], rows, name)
+
+
+@router.get("/cards/{card:path}", response_class=HTMLResponse)
+def card_page(card: str, _: Reader, store: StoreDep) -> HTMLResponse:
+    con = store.cursor()
+    model = queries.card_model(con, card)
+    if model is None:
+        raise NotFound(f"no card {card!r}; see /cards")
+    cmp = compare.comparison(con, [card])
+    verdicts = [v for v in fleet_health(con, model) if v.card == card]
+    sections = chart_sections(con, cmp, [card], only=("matmul", "layers"))
+    return _page("card.html", card=card, cmp=cmp, verdicts=verdicts, chart_sections=sections,
+                 changes=regressions(con, model))  # fmt: skip
+
+
+@router.get("/gpus/{device:path}", response_class=HTMLResponse)
+def gpu_page(device: str, _: Reader, store: StoreDep) -> HTMLResponse:
+    con = store.cursor()
+    history = queries.gpu_history(con, device)
+    if not history:
+        raise NotFound(f"no GPU {device!r}")
+    verdict: Verdict | None = next((v for v in fleet_health(con, history[0]["gpu_model"]) if v.device == device), None)
+    return _page("gpu.html", device=device, history=history, verdict=verdict)
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
+    run = parse_run(store.run_payload(run_id))
+    results = []
+    for r in run.results:
+        shown = headline(r)
+        t = r.timing
+        results.append({
+            "name": r.name, "case": describe(r), "status": r.status,
+            "headline": f"{shown[0]:,.3g} {shown[1]}" if shown else "", "peak": r.peak_fraction,
+            "median": f"{t.median_s * 1e3:.3f} ms" if t else "",
+            "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" if t else "",
+            "notes": ", ".join(r.flags) + (f" {r.reason}" if r.reason else ""),
+        })  # fmt: skip
+    return _page("run.html", run=run, results=results)
+
+
+def _comparison_for(cards: list[str], store: StoreDep) -> tuple[compare.Comparison | None, str | None]:
+    if not cards:
+        return None, None
+    if not 2 <= len(cards) <= 4:
+        return None, f"choose 2 to 4 cards to compare; {len(cards)} chosen"
+    known = set(queries.card_names(store.cursor()))
+    unknown = [c for c in cards if c not in known]
+    if unknown:
+        return None, f"unknown card(s): {', '.join(unknown)}"
+    return compare.comparison(store.cursor(), cards), None
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(_: Reader, store: StoreDep, cards: CardsParam = None) -> HTMLResponse:
+    chosen = _selected(cards)
+    cmp, message = _comparison_for(chosen, store)
+    measured = [c.label for c in cmp.cards if not c.published] if cmp else []
+    sections = chart_sections(store.cursor(), cmp, measured, only=("matmul",)) if cmp and measured else []
+    return _page("compare.html", choices=queries.card_names(store.cursor()), chosen=chosen, cmp=cmp,
+                 message=message, chart_sections=sections, query=urlencode([("cards", c) for c in chosen]))  # fmt: skip
+
+
+@router.get("/compare.csv")
+def compare_csv(_: Reader, store: StoreDep, cards: CardsParam = None) -> Response:
+    chosen = _selected(cards)
+    if len(chosen) == 1:
+        cmp: compare.Comparison | None = compare.comparison(store.cursor(), chosen)
+        message = None
+    else:
+        cmp, message = _comparison_for(chosen, store)
+    if cmp is None:
+        raise CollectorError(message or "choose cards with ?cards=...")
+    return _comparison_csv(cmp, "compare.csv")
+
+
+@router.get("/health", response_class=HTMLResponse)
+def health_page(_: Reader, store: StoreDep) -> HTMLResponse:
+    return _page("health.html", verdicts=fleet_health(store.cursor()))
+
+
+@router.get("/health.csv")
+def health_csv(_: Reader, store: StoreDep) -> Response:
+    rows: list[list[object]] = []
+    for v in fleet_health(store.cursor()):
+        figures = [v.figures[k].value if k in v.figures else "" for k in ("matmul", "memory", "bert")]
+        rows.append([v.device, v.card, v.hostname, v.run_id, v.verdict, v.slow_by or "", *figures, "; ".join(v.causes)])
+    header = ["gpu", "card", "host", "run_id", "verdict", "slow_by", "bf16_matmul_tflops", "memory_gbps",
+              "bert_fwdbwd_tflops", "causes"]  # fmt: skip
+    return _csv(header, rows, "health.csv")
+
+
+@router.get("/sql", response_class=HTMLResponse)
+async def sql_page(_: Reader, store: StoreDep, settings: SettingsDep, sql: str = "") -> HTMLResponse:
+    result, error = None, None
+    if sql.strip():
+        try:
+            result = await run_in_threadpool(
+                run_query, store.cursor(), sql, max_rows=min(1000, settings.sql_max_rows),
+                timeout_s=settings.sql_timeout_s,
+            )  # fmt: skip
+        except CollectorError as exc:
+            error = exc.message
+    return _page("sql.html", sql=sql or queries.EXAMPLES[0][1], result=result, error=error,
+                 examples=queries.EXAMPLES, max_rows=min(1000, settings.sql_max_rows),
+                 timeout=f"{settings.sql_timeout_s:g}")  # fmt: skip
+
+
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2733"/>'
+    '<path d="M3 12 L6 7 L9 9 L13 3" stroke="#56B4E9" stroke-width="2" fill="none"/></svg>'
+)
+
+
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})

@@ -1,0 +1,77 @@
+"""The pages in a real headless browser (Debian's chromium, driven by Playwright): no console errors, the compare
+page shows the chosen cards, the SQL console runs a query and shows rows."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+
+from tests.collector.conftest import A100, SXM
+from tests.servers import Collector
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if CHROMIUM is None:
+        if os.environ.get("FLOPFLEET_BROWSER_TESTS") == "required":
+            pytest.fail("browser tests need chromium (apt-get install chromium)", pytrace=False)
+        pytest.skip("chromium is not installed; .ci/run installs it (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-quic"],
+        )  # fmt: skip
+        yield launched
+        launched.close()
+
+
+def _open(browser: object, url: str) -> tuple[object, list[str]]:
+    page = browser.new_page()  # type: ignore[attr-defined]
+    problems: list[str] = []
+    page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    page.on("requestfailed", lambda req: problems.append(f"failed: {req.url}"))
+    response = page.goto(url)
+    assert response is not None and response.status == 200, url
+    return page, problems
+
+
+@pytest.mark.parametrize("path", ["/", "/cards", f"/cards/{quote(A100)}", "/compare", "/health", "/sql", "/report"])
+def test_pages_load_without_console_errors(browser: object, site: Collector, path: str) -> None:
+    page, problems = _open(browser, site.url + path)
+    assert page.locator("h1").count() == 1  # type: ignore[attr-defined]
+    assert problems == []
+    page.close()  # type: ignore[attr-defined]
+
+
+def test_compare_page_shows_the_chosen_cards(browser: object, site: Collector) -> None:
+    page, problems = _open(browser, f"{site.url}/compare")
+    page.check(f'input[value="{SXM}"]')  # type: ignore[attr-defined]
+    page.check('input[value="A100 (published)"]')  # type: ignore[attr-defined]
+    page.click("#pick button")  # type: ignore[attr-defined]
+    page.wait_for_selector("#comparison")  # type: ignore[attr-defined]
+    headers = page.locator("#comparison thead th").all_inner_texts()  # type: ignore[attr-defined]
+    assert headers[1:] == [SXM, "A100 (published)"]
+    assert "cards=" in page.url  # type: ignore[attr-defined]
+    assert problems == []
+
+
+def test_sql_console_runs_a_query_and_shows_rows(browser: object, site: Collector) -> None:
+    page, problems = _open(browser, f"{site.url}/sql")
+    page.fill("#sql", "SELECT card, dtype, max(tflops) AS best FROM matmul GROUP BY ALL ORDER BY card, dtype")  # type: ignore[attr-defined]
+    page.click("#sql-form button")  # type: ignore[attr-defined]
+    page.wait_for_selector("#sql-result")  # type: ignore[attr-defined]
+    rows = page.locator("#sql-result tbody tr").count()  # type: ignore[attr-defined]
+    assert rows == 8  # four measured cards, bf16 and fp16 each
+    assert page.locator("#sql-result thead th").all_inner_texts() == ["card", "dtype", "best"]  # type: ignore[attr-defined]
+    assert problems == []
