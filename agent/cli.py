@@ -81,8 +81,10 @@ def list_benchmarks(
 
     chosen = find_suite(suite)
     benchmarks = chosen.benchmarks()
-    target = targets_for(RunConfig(suite=suite, device=device or _default_device(), gpus=None))[0]
-    cases = {b.NAME: [c.label for c in b.cases(target)] for b in benchmarks}
+    from .runner import cases_of, span_of
+
+    targets = targets_for(RunConfig(suite=suite, device=device or _default_device(), gpus=None))
+    cases = {b.NAME: [c.label for c in cases_of(b, targets[0], span_of(targets))] for b in benchmarks}
     out.print(render.benchmarks_table(chosen, benchmarks, cases))
 
 
@@ -101,8 +103,19 @@ def run(
     attn: Annotated[str, typer.Option(help="Attention implementation for layers and training.")] = "sdpa",
     spool_dir: SpoolOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    parallel: Annotated[
+        bool, typer.Option(help="Measure the GPUs at once (results flagged 'parallel'), not one after another.")
+    ] = False,
+    nnodes: Annotated[int, typer.Option(help="Machines in a multi-node collective/DDP run.")] = 1,
+    node_rank: Annotated[int, typer.Option(help="This machine's number, 0..nnodes-1.")] = 0,
+    master_addr: Annotated[str, typer.Option(help="Host of node 0, where the workers meet.")] = "127.0.0.1",
+    master_port: Annotated[int | None, typer.Option(help="Free TCP port on node 0, the same on every node.")] = None,
+    nodes_from_env: Annotated[
+        bool, typer.Option(help="Read the node layout from torchrun's or Slurm's environment.")
+    ] = False,
 ) -> None:
     """Run a suite, print a summary, write the run JSON and post it to a collector."""
+    from .distributed.nodes import Nodes, from_launcher
     from .session import execute
     from .upload import deliver
 
@@ -117,6 +130,10 @@ def run(
         tags=parse_tags(tag or []),
         output=output,
         upload=_upload_config(collector, token, spool_dir),
+        nodes=from_launcher(os.environ)
+        if nodes_from_env
+        else Nodes(count=nnodes, rank=node_rank, master_addr=master_addr, master_port=master_port),
+        parallel=parallel,
     )
     with Progress(
         TextColumn("[bold]{task.fields[bench]}[/] {task.description}"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from schemas.results import AttentionImplementation
 
+from .distributed.nodes import Nodes
 from .errors import ConfigError
 
 ATTENTION: tuple[AttentionImplementation, ...] = ("sdpa", "eager", "flash_attention_2")
@@ -72,10 +73,14 @@ class RunConfig:
     tags: dict[str, str] = field(default_factory=dict)
     output: Path | None = None
     upload: UploadConfig = field(default_factory=UploadConfig)
+    nodes: Nodes = field(default_factory=Nodes)
+    parallel: bool = False  # measure the GPUs at once (one process each) instead of one after another
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
             raise ConfigError(f"--device {self.device!r} is not one of: cuda, cpu")
+        if self.parallel and self.device != "cuda":
+            raise ConfigError("--parallel measures several GPUs at once; it needs --device cuda")
         if self.attn_implementation not in ATTENTION:
             raise ConfigError(f"--attn {self.attn_implementation!r} is not one of: {', '.join(ATTENTION)}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:

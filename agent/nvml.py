@@ -6,6 +6,7 @@ never an error, because a missing clock reading must not stop a benchmark run.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
@@ -84,6 +85,7 @@ class GpuFacts:
     persistence_mode: bool | None = None
     temperature_c: int | None = None
     other_pids: list[int] = field(default_factory=list)
+    nvlink_active: int | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,20 @@ class Nvml:
             persistence_mode=bool(persistence) if persistence is not None else None,
             temperature_c=g(lambda: m.nvmlDeviceGetTemperature(handle, m.NVML_TEMPERATURE_GPU)),
             other_pids=[int(p.pid) for p in procs],
+            nvlink_active=self.nvlink_active(handle),
         )
+
+    def nvlink_active(self, handle: Any) -> int | None:
+        """NVLink links up; None where the GPU has none or NVML will not say (0 links reads as None too)."""
+        m = self._m
+        links = getattr(m, "NVML_NVLINK_MAX_LINKS", 18)
+        active = 0
+        for link in range(links):
+            state = self._get(partial(m.nvmlDeviceGetNvLinkState, handle, link))
+            if state is None:
+                break
+            active += int(state == getattr(m, "NVML_FEATURE_ENABLED", 1))
+        return active or None
 
     def read(self, handle: Any) -> Reading:
         m, g = self._m, self._get
@@ -228,6 +243,19 @@ _SMI_FIELDS = (
     "ecc.mode.current",
     "temperature.gpu",
 )
+
+
+def smi_topology() -> str | None:
+    """``nvidia-smi topo -m``: which GPU pairs talk over NVLink (NV#), a PCIe switch (PIX/PXB) or the CPU (SYS)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout).strip("\n").rstrip()  # it underlines the header for terminals
+    return text or None
 
 
 def smi_facts() -> dict[str, GpuFacts]:

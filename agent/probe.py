@@ -11,7 +11,7 @@ from importlib import metadata
 from schemas import Gpu, Host, Software
 
 from . import __version__
-from .nvml import GpuFacts, Nvml, normalize_uuid, smi_facts
+from .nvml import GpuFacts, Nvml, normalize_uuid, smi_facts, smi_topology
 from .target import Target
 
 
@@ -127,9 +127,38 @@ def gpu(target: Target, nvml: Nvml | None, fallback: dict[str, GpuFacts] | None 
         persistence_mode=facts.persistence_mode,
         other_processes=len(others) if nvml is not None else None,
         temperature_start_c=facts.temperature_c,
+        nvlink_active=facts.nvlink_active,
     )
 
 
 def gpus(targets: list[Target], nvml: Nvml | None) -> list[Gpu]:
     fallback = smi_facts() if nvml is None and targets else None
     return [gpu(t, nvml, fallback) for t in targets if t.kind == "cuda"]
+
+
+#: NCCL settings that change collective figures; a run records the ones set, next to the topology.
+NCCL_SETTINGS = (
+    "NCCL_NVLS_ENABLE",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_NET",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_CUMEM_ENABLE",
+)
+
+
+def topology(device: str, environ: dict[str, str] | None = None) -> str | None:
+    """How the GPUs are linked (``nvidia-smi topo -m``) and the NCCL settings in force; None on the CPU."""
+    if device != "cuda":
+        return None
+    env = dict(os.environ if environ is None else environ)
+    settings = [f"{name}={env[name]}" for name in NCCL_SETTINGS if name in env]
+    parts = [smi_topology() or "nvidia-smi topo -m: not available"]
+    parts.append("NCCL settings: " + (" ".join(settings) if settings else "none set"))
+    return "\n\n".join(parts)[:20_000]

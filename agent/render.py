@@ -65,6 +65,7 @@ def machine_table(machine: Machine) -> Table:
             ("ECC / MIG", [f"{_opt(g.ecc_enabled)} / {_opt(g.mig_enabled)}" for g in gpus]),
             ("temperature", [_opt(g.temperature_start_c, " C") for g in gpus]),
             ("other processes", [_opt(g.other_processes) for g in gpus]),
+            ("NVLink links up", [_opt(g.nvlink_active) for g in gpus]),
         ]
     else:
         rows.append(("memory", [human_bytes(host.memory_bytes) if host.memory_bytes else "-"]))
@@ -92,7 +93,7 @@ def summary_table(run: RunSubmission) -> Table:
                 statuses[r.status] += 1
         table.add_row(
             name,
-            "cpu" if gpu_index is None else str(gpu_index),
+            str(gpu_index) if gpu_index is not None else "all" if run.device == "cuda" else "cpu",
             f"{len(ok)}/{len(results)}",
             f"{best[0][0]:,.2f} {best[0][1]}" if best else "-",
             describe(best[1]) if best else "-",

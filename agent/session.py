@@ -10,6 +10,7 @@ from schemas import SCHEMA_VERSION, Gpu, RunSubmission
 from schemas.environment import MAX_SAMPLES
 
 from . import __version__, probe
+from .benchmarks import Benchmark, Span
 from .config import RunConfig
 from .monitor import Monitor, RunState
 from .nvml import open_nvml
@@ -40,7 +41,16 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
                 if handle is not None:
                     handles[gpu.index] = handle
         with Monitor(nvml, handles) as monitor:
-            results = run_cases(benchmarks, targets, gpus, chosen.policy, monitor, deadline=deadline, on_event=on_event)
+            span = Span(kind=config.device, targets=tuple(targets), nodes=config.nodes)  # type: ignore[arg-type]
+            results = []
+            if config.parallel and len(targets) > 1:
+                from .parallel import run_parallel
+
+                results = run_parallel(config, benchmarks, targets, on_event)
+                benchmarks = [b for b in benchmarks if not isinstance(b, Benchmark)]
+            results += run_cases(
+                benchmarks, targets, gpus, chosen.policy, monitor, span=span, deadline=deadline, on_event=on_event
+            )
         gpus = [_with_state(gpu, monitor.run_state(gpu.index)) for gpu in gpus]
         samples = monitor.samples(MAX_SAMPLES)
         software = probe.software(nvml)
@@ -57,6 +67,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         gpus=tuple(gpus),
         results=tuple(results),
         gpu_samples=samples,
+        topology=probe.topology(config.device),
         tags=dict(config.tags),
     )
 

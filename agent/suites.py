@@ -1,8 +1,9 @@
 """The suites: which benchmarks run, over which grids, with which timing policy.
 
 ``quick`` is CPU-friendly and touches every family with tiny shapes (tests and the CPU demo use it);
-``standard`` is the transformers-benchmarks set plus fp8, transfers and training steps; ``full`` adds the
-search for the maximum achievable matmul FLOPS.
+``standard`` is the transformers-benchmarks set plus fp8, transfers, training steps and, on machines with
+several GPUs, collectives and data-parallel training; ``full`` adds the search for the maximum achievable
+matmul FLOPS.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from schemas.results import AttentionImplementation
 
 from .benchmarks import REGISTRY, AnyBenchmark, benchmark_class
 from .benchmarks.bandwidth import BandwidthGrid
+from .benchmarks.collective import CollectiveGrid
+from .benchmarks.data_parallel import DataParallelGrid
 from .benchmarks.layers import LayerGrid
 from .benchmarks.mamf import MamfGrid
 from .benchmarks.matmul import MatmulGrid
 from .benchmarks.training import TrainingGrid
 from .benchmarks.transfer import TransferGrid
 from .errors import ConfigError
-from .timing import TimingPolicy
+from .timing import GroupPolicy, TimingPolicy
 
+KiB = 1 << 10
 MiB = 1 << 20
 DENSE_DTYPES = ("fp32", "tf32", "fp16", "bf16")
 
@@ -46,7 +50,7 @@ class Suite:
         """The same suite with every layer and training grid asking for ``attn_implementation``."""
         grids = {
             name: replace(grid, attn_implementation=attn_implementation)
-            if isinstance(grid, (LayerGrid, TrainingGrid))
+            if isinstance(grid, (LayerGrid, TrainingGrid, DataParallelGrid))
             else grid
             for name, grid in self.grids.items()
         }
@@ -76,6 +80,12 @@ QUICK = Suite(
         "layer_t5_decoder": LayerGrid(model="t5-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
         "training_bert": TrainingGrid(model="bert-tiny", seq_len=32, batch_cap=4, search=False),
         "training_gpt2": TrainingGrid(model="gpt2-tiny", seq_len=32, batch_cap=4, search=False),
+        "collective": CollectiveGrid(
+            sizes=(32 * KiB, MiB), policy=GroupPolicy(warmup=2, repeats=3, repeat_s=0.002, max_calls=20)
+        ),
+        "training_ddp": DataParallelGrid(
+            model="gpt2-tiny", seq_len=32, batch=2, policy=GroupPolicy(warmup=1, repeats=3, repeat_s=1e-3)
+        ),
     },
 )
 
@@ -108,6 +118,9 @@ STANDARD = Suite(
         ),
         "training_bert": TrainingGrid(model="bert-large", seq_len=128, batch_cap=256),
         "training_gpt2": TrainingGrid(model="gpt2-medium", seq_len=1024, batch_cap=32),
+        # nccl-tests' range: 32 KiB (latency-bound) .. 8 GiB (bandwidth-bound), x4 apart.
+        "collective": CollectiveGrid(sizes=tuple(32 * KiB << (2 * e) for e in range(10))),
+        "training_ddp": DataParallelGrid(model="gpt2-medium", seq_len=1024, batch=16),
     },
 )
 

@@ -199,7 +199,9 @@ class CudaTimer:
                 for _ in range(2):
                     fn()
             torch.cuda.current_stream(self.device).wait_stream(side)
-            with torch.cuda.graph(graph):
+            # The capture stream must live on this device: torch's default capture stream is made once, on
+            # whichever device was current first, and kernels on another device's tensors escape its capture.
+            with torch.cuda.graph(graph, stream=side):
                 for _ in range(calls):
                     fn()
             graph.replay()
@@ -264,3 +266,79 @@ class CudaTimer:
             fastest, method="cuda_event", warmup=1, calls_per_repeat=1, total_s=time.perf_counter() - begin
         )
         return Timed(stats=stats, launch_bound=False)
+
+
+@dataclass(frozen=True)
+class GroupPolicy:
+    """How a case that spans several processes is timed: fixed counts, because every rank must run the same
+    number of collectives (a rank that stops early leaves the others waiting forever)."""
+
+    warmup: int = 5
+    repeats: int = 20
+    repeat_s: float = 0.02  # one timed repeat lasts about this long; calls per repeat come from a pilot call
+    max_calls: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.warmup < 1 or self.repeats < 2 or self.max_calls < 1 or self.repeat_s <= 0:
+            raise ValueError("group timing needs warmup >= 1, repeats >= 2, max_calls >= 1, repeat_s > 0")
+
+
+def measure_group(
+    fn: Callable[[], object],
+    policy: GroupPolicy,
+    *,
+    device: torch.device,
+    align: Callable[[], object],
+    slowest: Callable[[list[float]], list[float]],
+) -> TimingStats:
+    """Time ``fn`` on one rank of a process group, the same way on every rank.
+
+    ``align`` (a tiny collective) is enqueued before each repeat so the ranks start together; ``slowest``
+    returns, element-wise, the largest value over the ranks: the pilot that sets the call count is the slowest
+    rank's, and each repeat's time is the slowest rank's, since a collective is done only when every rank is.
+    """
+    begin = time.perf_counter()
+    clock = _GroupClock(device)
+    for _ in range(policy.warmup):
+        fn()
+    align()
+    pilot = slowest([clock.time(fn, 1)])[0]
+    calls = max(1, min(policy.max_calls, math.ceil(policy.repeat_s / max(pilot, 1e-9))))
+    samples = []
+    for _ in range(policy.repeats):
+        align()
+        samples.append(clock.time(fn, calls) / calls)
+    samples = slowest(samples)
+    return summarize(
+        samples,
+        method=clock.method,
+        warmup=policy.warmup + 1,
+        calls_per_repeat=calls,
+        total_s=time.perf_counter() - begin,
+    )
+
+
+class _GroupClock:
+    """CUDA events on a GPU (the stream's view, without host jitter), ``perf_counter`` on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        import torch
+
+        self._cuda = device.type == "cuda"
+        self._torch = torch
+        self.method: Method = "cuda_event" if self._cuda else "perf_counter"
+
+    def time(self, fn: Callable[[], object], calls: int) -> float:
+        if not self._cuda:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            return time.perf_counter() - t0
+        start = self._torch.cuda.Event(enable_timing=True)
+        end = self._torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) / 1e3

@@ -9,8 +9,9 @@ import duckdb
 
 from . import compare
 from .health import fleet_health
+from .machines import multi_gpu_machines
 from .regressions import regressions
-from .render.charts import chart_sections
+from .render.charts import chart_sections, collective_charts
 from .render.markdown import report_markdown
 from .render.pages import render
 
@@ -27,8 +28,9 @@ def build_report(
     cmp = compare.comparison(con, extra_prices=prices)
     verdicts = fleet_health(con)
     changes = regressions(con)
+    multi = multi_gpu_machines(con)
     if fmt == "md":
-        return report_markdown(cmp, verdicts, changes)
+        return report_markdown(cmp, verdicts, changes, multi)
     return render(
         "report.html",
         standalone=True,
@@ -36,6 +38,8 @@ def build_report(
         chart_sections=chart_sections(con, cmp),
         verdicts=verdicts,
         changes=changes,
+        machines=multi,
+        collective_charts=collective_charts(con) if multi else [],
         runs=compare.runs_table(con),
         generated=(generated_at or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
     )

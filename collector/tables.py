@@ -71,6 +71,7 @@ RUNS = Table(
             for f in ("python", "torch", "cuda", "hip", "cudnn", "cublas", "nccl", "transformers", "driver")
         ),
         _c("tags", "JSON"),
+        _c("topology", "VARCHAR"),
         _supplied("token_name", "VARCHAR"),
         _supplied("payload_sha256", "VARCHAR", nullable=False),
         _supplied("payload", "BLOB", nullable=False),  # the run's JSON, gzip-compressed
@@ -97,6 +98,7 @@ GPUS = Table(
         *(_c(f, "INTEGER") for f in ("pcie_gen_max", "pcie_width_max", "pcie_gen", "pcie_width")),
         *(_c(f, "BOOLEAN") for f in ("ecc_enabled", "mig_enabled", "persistence_mode")),
         _c("other_processes", "INTEGER"),
+        _c("nvlink_active", "INTEGER"),
         _c("temperature_start_c", "INTEGER"),
         _c("temperature_end_c", "INTEGER"),
         _c("throttle_reasons_seen", "VARCHAR[]"),
@@ -108,11 +110,12 @@ _PARAMS = (
     ("dtype", "VARCHAR"), ("mode", "VARCHAR"), ("model", "VARCHAR"), ("block", "VARCHAR"), ("op", "VARCHAR"),
     ("direction", "VARCHAR"), ("pinned", "BOOLEAN"), ("m", "BIGINT"), ("n", "BIGINT"), ("k", "BIGINT"),
     ("batch", "INTEGER"), ("seq_len", "INTEGER"), ("elements", "BIGINT"), ("bytes", "BIGINT"),
-    ("world_size", "INTEGER"), ("attn_implementation", "VARCHAR"),
+    ("world_size", "INTEGER"), ("attn_implementation", "VARCHAR"), ("nodes", "INTEGER"),
 )  # fmt: skip
 _METRICS = (
     ("tflops", "DOUBLE"), ("gbps", "DOUBLE"), ("busbw_gbps", "DOUBLE"), ("samples_per_s", "DOUBLE"),
     ("tokens_per_s", "DOUBLE"), ("mfu", "DOUBLE"), ("peak_memory_bytes", "BIGINT"), ("rel_error", "DOUBLE"),
+    ("algbw_gbps", "DOUBLE"), ("scaling_efficiency", "DOUBLE"),
 )  # fmt: skip
 _TIMING = (
     ("median_s", "DOUBLE"), ("mean_s", "DOUBLE"), ("min_s", "DOUBLE"), ("max_s", "DOUBLE"), ("iqr_s", "DOUBLE"),

@@ -28,7 +28,10 @@ VIEWS: dict[str, str] = {
                ru.device, ru.source, ru.torch, ru.cuda, ru.driver, ru.transformers, ru.agent_version
         FROM results r
         JOIN runs ru USING (run_id)
-        JOIN devices d ON d.run_id = r.run_id AND d.gpu_index IS NOT DISTINCT FROM r.gpu_index
+        -- A result that spans the machine (collectives, data-parallel training) has no GPU index: it is
+        -- labelled with the run's first GPU, whose card it was measured on.
+        JOIN devices d ON d.run_id = r.run_id AND d.gpu_index IS NOT DISTINCT FROM coalesce(
+            r.gpu_index, (SELECT min(g.gpu_index) FROM gpus g WHERE g.run_id = r.run_id))
     """,
     # One row per card: how many devices and runs measured it, and when.
     "cards": """
@@ -68,13 +71,15 @@ VIEWS: dict[str, str] = {
         FROM result_facts WHERE benchmark = 'layer'
     """,
     "training": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, model, batch, seq_len, samples_per_s, tokens_per_s,
-               tflops, mfu, peak_memory_bytes, attn_implementation, median_s, status, reason, flags, torch
+        SELECT run_id, card, gpu_uuid, hostname, started_at, name, model, batch, seq_len, world_size,
+               samples_per_s, tokens_per_s, tflops, mfu, scaling_efficiency, peak_memory_bytes, attn_implementation,
+               median_s, status, reason, flags, torch
         FROM result_facts WHERE benchmark = 'training'
     """,
     "collectives": """
-        SELECT run_id, hostname, started_at, json_extract_string(params, '$.op') AS op, world_size, bytes,
-               CAST(json_extract(metrics, '$.algbw_gbps') AS DOUBLE) AS algbw_gbps, busbw_gbps, status, reason
+        SELECT run_id, card, hostname, started_at, op, json_extract_string(params, '$.backend') AS backend, dtype,
+               bytes, world_size, nodes, algbw_gbps, busbw_gbps, rel_error, median_s, cv, status, reason, flags,
+               torch, cuda, driver
         FROM result_facts WHERE benchmark = 'collective'
     """,
     # Published figures imported with `import-reference`, labelled with where they come from.

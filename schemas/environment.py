@@ -72,6 +72,7 @@ class Gpu(WireModel):
     mig_enabled: bool | None = None
     persistence_mode: bool | None = None
     other_processes: Count | None = None
+    nvlink_active: Count | None = None  # NVLink links up, where NVML reports them
     temperature_start_c: Celsius | None = None
     temperature_end_c: Celsius | None = None
     throttle_reasons_seen: tuple[ThrottleReason, ...] = Field(default=(), max_length=16)

@@ -213,14 +213,18 @@ class TrainingParams(WireModel):
     batch_search: Literal["fixed", "max_fit"]
     batch_cap: Dim | None = None
     attn_implementation: AttentionImplementation
+    world_size: Annotated[int, Field(ge=1, le=1 << 20)] = 1  # > 1: data-parallel (DDP), batch is per rank
 
 
 class TrainingMetrics(WireModel):
+    """Throughput over all ranks; ``scaling_efficiency`` is tokens/s over world_size times one rank's alone."""
+
     samples_per_s: Rate
     tokens_per_s: Rate
     tflops: Rate
     mfu: Fraction | None = None
     peak_memory_bytes: Count | None = None
+    scaling_efficiency: Fraction | None = None
 
 
 class TrainingResult(_Result):
@@ -230,18 +234,21 @@ class TrainingResult(_Result):
 
 
 class CollectiveParams(WireModel):
-    """A collective across ``world_size`` ranks; busbw follows nccl-tests' formulas."""
+    """A collective across ``world_size`` ranks on ``nodes`` machines. ``bytes`` is nccl-tests' size: the whole
+    buffer (for all-gather the gathered output, for reduce-scatter the input); busbw follows nccl-tests' formulas."""
 
     op: Literal["all_reduce", "all_gather", "reduce_scatter"]
     backend: Literal["nccl", "gloo"]
     dtype: Dtype
     bytes: Positive
     world_size: Annotated[int, Field(ge=1, le=1 << 20)]
+    nodes: Annotated[int, Field(ge=1, le=1 << 16)] = 1
 
 
 class CollectiveMetrics(WireModel):
     algbw_gbps: Rate
     busbw_gbps: Rate
+    rel_error: Annotated[float, Field(ge=0.0)] | None = None
 
 
 class CollectiveResult(_Result):

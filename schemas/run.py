@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field, field_validator, model_validator
+from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 from typing_extensions import Self
 
 from .base import Label, Slug, TagValue, WireModel
@@ -36,6 +36,7 @@ class RunSubmission(WireModel):
     results: tuple[Result, ...] = Field(max_length=MAX_RESULTS)
     gpu_samples: GpuSamples = Field(default_factory=GpuSamples)
     tags: dict[Slug, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
+    topology: Annotated[str, StringConstraints(max_length=20_000)] | None = None  # `nvidia-smi topo -m`
 
     @field_validator("schema_version")
     @classmethod

@@ -35,3 +35,13 @@ def test_extras_keep_the_two_sides_apart() -> None:
     assert "torch" not in names["collector"] and "transformers" not in names["collector"]
     assert project["requires-python"] == ">=3.10"
     assert project["scripts"] == {"flopfleet-agent": "agent.cli:main", "flopfleet-collector": "collector.cli:main"}
+
+
+def test_every_package_in_the_tree_is_in_the_wheel() -> None:
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("agent", "collector", "schemas")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert found <= listed, f"missing from [tool.setuptools] packages: {sorted(found - listed)}"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from .bandwidth import BandwidthBenchmark
-from .base import AnyBenchmark, Benchmark, Case, Context, Outcome
+from .base import AnyBenchmark, Benchmark, Case, Context, GroupBenchmark, Outcome, Span
+from .collective import CollectiveBenchmark
+from .data_parallel import Gpt2DataParallelBenchmark
 from .layers import BertLayerBenchmark, Gpt2BlockBenchmark, T5DecoderBenchmark, T5EncoderBenchmark
 from .mamf import MamfBenchmark
 from .matmul import Fp8MatmulBenchmark, MatmulBenchmark
@@ -26,6 +28,8 @@ REGISTRY: dict[str, type[AnyBenchmark]] = {
         BertTrainingBenchmark,
         Gpt2TrainingBenchmark,
         MamfBenchmark,
+        CollectiveBenchmark,
+        Gpt2DataParallelBenchmark,
     )
 }
 
@@ -37,4 +41,14 @@ def benchmark_class(name: str) -> type[AnyBenchmark]:
         raise ConfigError(f"unknown benchmark {name!r}; known: {', '.join(REGISTRY)}") from None
 
 
-__all__ = ["REGISTRY", "AnyBenchmark", "Benchmark", "Case", "Context", "Outcome", "benchmark_class"]
+__all__ = [
+    "REGISTRY",
+    "AnyBenchmark",
+    "Benchmark",
+    "Case",
+    "Context",
+    "GroupBenchmark",
+    "Outcome",
+    "Span",
+    "benchmark_class",
+]

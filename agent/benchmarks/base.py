@@ -1,17 +1,23 @@
-"""What a benchmark is: a small class that plans cases and runs one, while the runner owns timing and failure."""
+"""What a benchmark is: a small class that plans cases and runs one, while the runner owns timing and failure.
+
+A ``Benchmark`` runs on one device at a time, in the agent's process. A ``GroupBenchmark`` spans the machine
+(or several): its cases run in a group of worker processes, one per GPU, that the runner launches.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from schemas import Flag, TimingStats
 from schemas.base import WireModel
 
-from ..target import Target
-from ..timing import BurstPolicy, Timed, TimingPolicy
+from ..distributed.launch import WorkerKind
+from ..distributed.nodes import Nodes
+from ..target import DeviceKind, Target
+from ..timing import BurstPolicy, GroupPolicy, Timed, TimingPolicy
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ class Context(Protocol):
 G = TypeVar("G")
 
 
-class Benchmark(ABC, Generic[G]):
+class BenchmarkBase(ABC, Generic[G]):
     """A registered family of cases over a typed grid. ``KIND`` is the result kind it produces on the wire."""
 
     NAME: ClassVar[str]
@@ -69,6 +75,13 @@ class Benchmark(ABC, Generic[G]):
             raise TypeError(f"{self.NAME} takes a {self.Grid.__name__}, not {type(grid).__name__}")
         self.grid: G = grid
 
+    def close(self) -> None:
+        """Drop anything kept between cases (built models), so the next benchmark has the memory."""
+
+
+class Benchmark(BenchmarkBase[G]):
+    """Cases measured on one device at a time, in the agent's own process."""
+
     @abstractmethod
     def cases(self, target: Target) -> list[Case]:
         """Every case this benchmark's grid asks for on ``target``, in run order."""
@@ -77,9 +90,41 @@ class Benchmark(ABC, Generic[G]):
     def run(self, case: Case, ctx: Context) -> Outcome:
         """Measure one case; raise ``Unsupported`` where the device cannot run it."""
 
-    def close(self) -> None:
-        """Drop anything kept between cases (built models), so the next benchmark has the memory."""
+
+@dataclass(frozen=True)
+class Span:
+    """What a group benchmark may use: this machine's devices and, in a multi-node run, the other nodes."""
+
+    kind: DeviceKind
+    targets: tuple[Target, ...]
+    nodes: Nodes = field(default_factory=Nodes)
+
+
+class GroupBenchmark(BenchmarkBase[G]):
+    """Cases run by a group of worker processes (``WORKER`` names their code in ``agent.distributed``).
+
+    ``plan`` gives each case a ``spec``: the ``Group`` of processes that runs it, or an ``Unsupported`` saying
+    why it cannot run here. Consecutive cases on the same group share one launch.
+    """
+
+    WORKER: ClassVar[WorkerKind]
+
+    @abstractmethod
+    def plan(self, span: Span) -> list[Case]:
+        """Every case on ``span``, in run order."""
+
+    @abstractmethod
+    def policy(self) -> GroupPolicy:
+        """How the workers time each case."""
+
+    def timeout_s(self) -> float:
+        """A case making no progress for this long is a hang, and its group is stopped."""
+        return 300.0
+
+    def refine(self, cases: list[Case], outcomes: list[Outcome | None]) -> list[Outcome | None]:
+        """Figures that need several cases (scaling against one GPU); the outcomes as they came by default."""
+        return outcomes
 
 
 #: A benchmark over any grid, as registries and runners hold them.
-AnyBenchmark = Benchmark[Any]
+AnyBenchmark = BenchmarkBase[Any]

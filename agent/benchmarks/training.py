@@ -136,15 +136,25 @@ class _TrainingBenchmark(Benchmark[TrainingGrid]):
         device = ctx.target.torch_device()
         vocab = models.SHAPES[params.model].vocab
         ids = torch.randint(0, vocab, (batch, params.seq_len), device=device)
+        return training_step(model, optimizer, ids, autocast)
 
-        def step() -> None:
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-                loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
 
-        return step
+def training_step(model: Any, optimizer: Any, ids: Any, autocast: bool) -> Callable[[], None]:
+    """One optimizer step of a language model on ``ids`` (labels = inputs), bf16 autocast where asked.
+
+    The same step serves the single-device benchmark and each rank of the data-parallel one (``model`` is then
+    the DDP wrapper), so the two are compared on identical work.
+    """
+    import torch
+
+    def step() -> None:
+        with torch.autocast(device_type=ids.device.type, dtype=torch.bfloat16, enabled=autocast):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
 
 
 class BertTrainingBenchmark(_TrainingBenchmark):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from .. import compare
+from .. import compare, machines
 from .svg import bar_chart, line_chart, strip_chart
 
 Section = tuple[str, list[str]]
@@ -73,3 +73,12 @@ def _price_chart(cmp: compare.Comparison) -> str:
     values = _row_values(cmp, "fp16_per_kusd", "FP16 matmul")
     cards = [c.label for c in cmp.cards if (c.label, "FP16 matmul") in values]
     return bar_chart("FP16 matmul TFLOPS per $1,000", cards, ["FP16 matmul"], values, y_label="TFLOPS per $1,000")
+
+
+def collective_charts(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Bus bandwidth against message size, one chart per collective."""
+    charts = [
+        line_chart(f"{op.replace('_', '-')} bus bandwidth", series, x_label="message bytes", y_label="busbw GB/s")
+        for op, series in machines.busbw_series(con).items()
+    ]
+    return [svg for svg in charts if svg]

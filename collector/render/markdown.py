@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..compare import Comparison
 from ..health import Verdict
+from ..machines import MultiGpuMachine
 from ..regressions import Change
 from .tables import label, spread, value
 
@@ -31,7 +32,9 @@ def comparison_markdown(cmp: Comparison) -> list[str]:
     return lines + [""] + [f"_{note}_" for note in cmp.notes]
 
 
-def report_markdown(cmp: Comparison, verdicts: list[Verdict], changes: list[Change]) -> str:
+def report_markdown(
+    cmp: Comparison, verdicts: list[Verdict], changes: list[Change], machines: list[MultiGpuMachine] | None = None
+) -> str:
     if not cmp.cards:
         return "# flopfleet comparison\n\nNo results stored yet.\n"
     lines = [
@@ -55,6 +58,8 @@ def report_markdown(cmp: Comparison, verdicts: list[Verdict], changes: list[Chan
             f"| {v.device} | {_escape(v.card)} | {v.hostname} | {v.text} | {_escape('; '.join(v.causes))} |"
             for v in verdicts
         ]
+    if machines:
+        lines += ["", "## Multi-GPU machines", "", *machines_markdown(machines)]
     if changes:
         lines += ["", "## Software versions", "", "| GPU model | metric | from | to | change | noise | verdict |",
                   "|---|---|---|---|---:|---:|---|"]  # fmt: skip
@@ -64,3 +69,18 @@ def report_markdown(cmp: Comparison, verdicts: list[Verdict], changes: list[Chan
             for c in changes
         ]
     return "\n".join(lines) + "\n"
+
+
+def machines_markdown(machines: list[MultiGpuMachine]) -> list[str]:
+    lines = [
+        "| host | card | GPUs | links | all-reduce busbw (GB/s, ≥ 1 GiB) | DDP GPT-2-medium tokens/s | "
+        "scaling efficiency |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    for m in machines:
+        gpus = f"{m.gpus} ({m.nodes} nodes)" if m.nodes > 1 else str(m.gpus)
+        busbw = f"{m.allreduce_busbw_gbps:,.1f}" if m.allreduce_busbw_gbps is not None else ""
+        tokens = f"{m.ddp_tokens_per_s:,.0f}" if m.ddp_tokens_per_s is not None else ""
+        eff = f"{m.scaling_efficiency:.1%}" if m.scaling_efficiency is not None else ""
+        lines.append(f"| {m.hostname} | {_escape(m.card)} | {gpus} | {m.links} | {busbw} | {tokens} | {eff} |")
+    return lines

@@ -135,7 +135,7 @@ def test_shape_search_reports_the_best_shape() -> None:
 def test_the_registry_names_every_family_and_rejects_unknown_names() -> None:
     assert set(REGISTRY) == {
         "matmul", "matmul_fp8", "bandwidth", "transfer", "layer_bert", "layer_gpt2", "layer_t5_encoder",
-        "layer_t5_decoder", "training_bert", "training_gpt2", "mamf",
+        "layer_t5_decoder", "training_bert", "training_gpt2", "mamf", "collective", "training_ddp",
     }  # fmt: skip
     with pytest.raises(ConfigError, match="known: matmul, matmul_fp8"):
         benchmark_class("matmull")

@@ -25,8 +25,19 @@ def test_info_table_names_the_software() -> None:
 def test_list_shows_every_benchmark_with_its_cases() -> None:
     done = agent_cli("list", "--suite", "standard", "--device", "cpu")
     assert done.returncode == 0, done.stderr
-    for name in ("matmul", "matmul_fp8", "bandwidth", "transfer", "layer_bert", "layer_t5_decoder", "training_gpt2"):
+    for name in (
+        "matmul",
+        "matmul_fp8",
+        "bandwidth",
+        "transfer",
+        "layer_bert",
+        "layer_t5_decoder",
+        "training_gpt2",
+        "collective",
+        "training_ddp",
+    ):
         assert name in done.stdout
+    assert "all_reduce 32 KiB x2" in done.stdout  # gloo, two CPU processes
 
 
 def test_the_quick_run_covers_every_family(quick_run: dict[str, object]) -> None:
@@ -34,8 +45,15 @@ def test_the_quick_run_covers_every_family(quick_run: dict[str, object]) -> None
     assert run.suite == "quick" and run.device == "cpu" and run.gpus == ()
     names = {r.name for r in run.results}
     assert names == {"matmul", "matmul_fp8", "bandwidth", "transfer", "layer_bert", "layer_gpt2",
-                     "layer_t5_encoder", "layer_t5_decoder", "training_bert", "training_gpt2"}  # fmt: skip
+                     "layer_t5_encoder", "layer_t5_decoder", "training_bert", "training_gpt2", "collective",
+                     "training_ddp"}  # fmt: skip
     statuses = {(r.name, r.status) for r in run.results}
+    # The machine-wide benchmarks run as two gloo processes on a CPU, and say so.
+    machine = {(r.name, r.status) for r in run.results if r.gpu_index is None and r.benchmark != "matmul"}
+    assert {m for m in machine if m[0] in ("collective", "training_ddp")} == {
+        ("collective", "ok"),
+        ("training_ddp", "ok"),
+    }
     assert ("transfer", "unsupported") in statuses and ("matmul_fp8", "unsupported") in statuses
     ok = [r for r in run.results if r.status == "ok"]
     assert len(ok) >= 20
@@ -50,6 +68,10 @@ def test_unknown_names_and_devices_fail_with_the_allowed_values() -> None:
     assert done.returncode == 1 and "cuda, cpu" in done.stderr
     done = agent_cli("run", "--device", "cpu", "--tag", "novalue", "-q")
     assert done.returncode == 1 and "key=value" in done.stderr
+    done = agent_cli("run", "--device", "cpu", "--parallel", "-q")
+    assert done.returncode == 1 and "--parallel measures several GPUs at once; it needs --device cuda" in done.stderr
+    done = agent_cli("run", "--device", "cpu", "--nnodes", "2", "--node-rank", "0", "-q")
+    assert done.returncode == 1 and "needs --master-port" in done.stderr
 
 
 def test_push_without_a_collector_says_so(tmp_path: object) -> None:

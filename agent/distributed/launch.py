@@ -1,0 +1,292 @@
+"""Start a torchrun-style group of worker processes, stream their records back, and survive their failures.
+
+Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT as
+torchrun would set them. The local rank 0 appends one JSON line per finished case to ``records.jsonl``; a rank
+whose case raises writes ``fail.<rank>.json`` and exits. When the group dies in the middle of a case, that case
+gets the failure as its status and a fresh group takes the remaining cases, so one bad case never costs the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from schemas import Status
+
+from ..timing import GroupPolicy
+from .nodes import Nodes
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["nccl", "gloo"]
+WorkerKind = Literal["collective", "ddp"]
+EXIT_CASE_FAILED = 3  # a worker's exit code after it reported its case's failure
+GRACE_S = 5.0  # after one rank fails, how long the others get to notice and leave by themselves
+POLL_S = 0.05
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Group:
+    """The processes one launch spans: a local rank per entry of ``devices`` (a GPU index, or None for a CPU
+    process) on each of ``nodes.count`` machines."""
+
+    backend: Backend
+    devices: tuple[int | None, ...]
+    nodes: Nodes = field(default_factory=Nodes)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.devices) * self.nodes.count
+
+    @property
+    def label(self) -> str:
+        where = f"{len(self.devices)} GPUs" if self.backend == "nccl" else f"{len(self.devices)} CPU processes"
+        return f"{where} x {self.nodes.count} nodes" if self.nodes.multi else where
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the workers run: ``cases`` are params as JSON objects, in order."""
+
+    kind: WorkerKind
+    cases: tuple[dict[str, Any], ...]
+    policy: GroupPolicy
+    timeout_s: float = 300.0  # one case (or the group's start) making no progress for this long is a hang
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"kind": self.kind, "cases": list(self.cases), "policy": asdict(self.policy), "timeout_s": self.timeout_s}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Task:
+        raw = json.loads(text)
+        return cls(
+            kind=raw["kind"],
+            cases=tuple(raw["cases"]),
+            policy=GroupPolicy(**raw["policy"]),
+            timeout_s=float(raw["timeout_s"]),
+        )
+
+
+@dataclass(frozen=True)
+class Record:
+    """One case's outcome as a worker reported it (status 'ok'), or as the launcher saw it fail."""
+
+    index: int
+    status: Status
+    reason: str | None = None
+    params: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    timing: dict[str, Any] | None = None
+    flags: tuple[str, ...] = ()
+    duration_s: float = 0.0
+
+
+def launch(task: Task, group: Group, environ: Mapping[str, str] | None = None) -> Iterator[Record]:
+    """Run every case of ``task`` on ``group``; yields one record per case, in order, as each finishes."""
+    env = dict(os.environ if environ is None else environ)
+    start = 0
+    while start < len(task.cases):
+        part = Task(task.kind, task.cases[start:], task.policy, task.timeout_s)
+        with tempfile.TemporaryDirectory(prefix="flopfleet-group-") as tmp:
+            outcome = _GroupRun(part, group, Path(tmp), env)
+            for record in outcome.records():
+                yield _shifted(record, start)
+            done = start + outcome.finished
+            if done >= len(task.cases):
+                return
+            failure = outcome.failure()
+            yield _shifted(failure, start)
+            start = done + 1
+            if not outcome.started or group.nodes.multi:
+                why = (
+                    "the worker group never started"
+                    if not outcome.started
+                    else "a multi-node group is not restarted after a failure"
+                )
+                for index in range(start, len(task.cases)):
+                    yield Record(index=index, status=failure.status, reason=f"{why}: {failure.reason}")
+                return
+
+
+def _shifted(record: Record, offset: int) -> Record:
+    return Record(**{**asdict(record), "index": record.index + offset, "flags": tuple(record.flags)})
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _GroupRun:
+    """One launch of the worker group, from spawn to the last record."""
+
+    def __init__(self, task: Task, group: Group, workdir: Path, environ: dict[str, str]) -> None:
+        self.task, self.group, self.workdir = task, group, workdir
+        self.finished = 0
+        self.started = False
+        self.timed_out = False
+        self.codes: list[int | None] = []
+        self._stopped = False  # whether the launcher had to stop ranks (their SIGTERM is then no cause)
+        (workdir / "task.json").write_text(task.to_json(), encoding="utf-8")
+        self._records = workdir / "records.jsonl"
+        self._offset = 0
+        self._port = group.nodes.master_port if group.nodes.master_port is not None else free_port()
+        self._procs = [self._spawn(local_rank, environ) for local_rank in range(len(group.devices))]
+
+    def _spawn(self, local_rank: int, environ: dict[str, str]) -> subprocess.Popen[bytes]:
+        group = self.group
+        nodes = group.nodes
+        rank = nodes.rank * len(group.devices) + local_rank
+        device = group.devices[local_rank]
+        # An agent started by torchrun inherits its elastic settings; a worker that kept them would wait for
+        # torchrun's store (TORCHELASTIC_USE_AGENT_STORE) instead of the group's own.
+        inherited = {k: v for k, v in environ.items() if not k.startswith(("TORCHELASTIC_", "TORCH_ELASTIC_"))}
+        env = {
+            **inherited,
+            "RANK": str(rank),
+            "WORLD_SIZE": str(group.world_size),
+            "LOCAL_RANK": str(local_rank),
+            "LOCAL_WORLD_SIZE": str(len(group.devices)),
+            "GROUP_RANK": str(nodes.rank),
+            "MASTER_ADDR": nodes.master_addr,
+            "MASTER_PORT": str(self._port),
+            "FLOPFLEET_BACKEND": group.backend,
+            "FLOPFLEET_DEVICE": "cpu" if device is None else str(device),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_ROOT), environ.get("PYTHONPATH", "")) if p),
+        }
+        if device is None:
+            # Processes sharing the CPU would otherwise each start a thread per core and fight over them.
+            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(group.devices))))
+        log_file = open(self.workdir / f"rank{rank}.log", "wb")  # noqa: SIM115 - closed with the process
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "agent.distributed.worker", str(self.workdir)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        finally:
+            log_file.close()
+
+    def records(self) -> Iterator[Record]:
+        """Records as rank 0 writes them; stops once every process has exited or the group has been stopped."""
+        progress = time.monotonic()
+        failed_at: float | None = None
+        try:
+            while True:
+                for record in self._read():
+                    progress = time.monotonic()
+                    yield record
+                codes = [p.poll() for p in self._procs]
+                if all(c is not None for c in codes):
+                    break
+                now = time.monotonic()
+                if failed_at is None and any(c not in (None, 0) for c in codes):
+                    failed_at = now
+                if failed_at is not None and now - failed_at > GRACE_S:
+                    break
+                if now - progress > self.task.timeout_s:
+                    self.timed_out = True
+                    break
+                time.sleep(POLL_S)
+        finally:
+            self._stop()
+        yield from self._read()
+
+    def _read(self) -> Iterator[Record]:
+        if not self._records.exists():
+            return
+        with self._records.open("rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        self._offset += end
+        for line in data[:end].splitlines():
+            raw = json.loads(line)
+            if raw.get("ready"):
+                self.started = True
+                continue
+            self.finished += 1
+            yield Record(**{**raw, "flags": tuple(raw.get("flags", ()))})
+
+    def _stop(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                self._stopped = True
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 5.0
+        for proc in self._procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.codes = [p.returncode for p in self._procs]
+
+    def failure(self) -> Record:
+        """Why the case after the last finished one did not finish.
+
+        A rank that died on its own (a signal, an exit code the worker never uses) is the cause; the errors the
+        others then report ('connection closed by peer') are consequences. Otherwise the ranks' own reports
+        decide, the earliest first: the others' failures follow from it.
+        """
+        index = self.finished
+        first = self.group.nodes.rank * len(self.group.devices)
+        died = self._died(first)
+        if died is not None:
+            return Record(index=index, status="error", reason=died)
+        reports = []
+        for rank in range(first, first + len(self.group.devices)):
+            path = self.workdir / f"fail.{rank}.json"
+            if path.exists():
+                raw = json.loads(path.read_text(encoding="utf-8"))
+                reports.append((float(raw.get("at", 0.0)), rank, raw))
+        if reports:
+            _, rank, raw = min(reports, key=lambda item: item[:2])
+            same = [
+                r for _, r, other in reports if (other["status"], other["reason"]) == (raw["status"], raw["reason"])
+            ]
+            who = f"rank {rank}" if len(same) == 1 else f"ranks {', '.join(map(str, same))}"
+            return Record(index=index, status=raw["status"], reason=f"{who}: {raw['reason']}")
+        if self.timed_out:
+            return Record(
+                index=index,
+                status="error",
+                reason=f"no progress for {self.task.timeout_s:.0f} s; the worker group was stopped",
+            )
+        return Record(index=index, status="error", reason="the worker group stopped before the case finished")
+
+    def _died(self, first: int) -> str | None:
+        for offset, code in enumerate(self.codes):
+            if code in (0, None, EXIT_CASE_FAILED) or (code == -signal.SIGTERM and self._stopped):
+                continue
+            rank = first + offset
+            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+            tail = _last_line(self.workdir / f"rank{rank}.log")
+            return f"rank {rank} {how}" + (f": {tail}" if tail else "")
+        return None
+
+
+def _last_line(path: Path) -> str | None:
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return None
+    lines = [line for line in lines if line]
+    return lines[-1][:500] if lines else None

@@ -1,0 +1,42 @@
+"""What a worker knows about itself inside its group, and the two small collectives the timing needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    nodes: int
+    backend: str
+    device: torch.device
+
+    def align(self) -> None:
+        """A one-element all-reduce: enqueued before a timed repeat, it starts every rank's repeat together."""
+        import torch
+        import torch.distributed as dist
+
+        dist.all_reduce(torch.zeros(1, device=self.device))
+
+    def slowest(self, values: list[float]) -> list[float]:
+        """Element-wise maximum over the ranks."""
+        import torch
+        import torch.distributed as dist
+
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return [float(v) for v in tensor.tolist()]
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
