@@ -150,6 +150,7 @@ class Store:
             raise DatabaseBusy(f"{self.path} was written by a newer collector (db_version {row[0]} > {DB_VERSION})")
         for table in TABLES:
             cur.execute(ddl(table))
+            self._add_new_columns(cur, table)
         for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values()):
             cur.execute(sql)
         for name, sql in VIEWS.items():
@@ -158,6 +159,20 @@ class Store:
         if missing and missing[0]:  # a database from before figures were kept: compute them once
             cur.execute(f"INSERT INTO figures {compute_sql('results')}")
         cur.execute("INSERT OR REPLACE INTO meta VALUES ('db_version', ?)", [str(DB_VERSION)])
+
+    @staticmethod
+    def _add_new_columns(cur: duckdb.DuckDBPyConnection, table: str) -> None:
+        """Columns a newer collector added to a table (always nullable): older rows read NULL, as their runs
+        never carried the field."""
+        have = {
+            name
+            for (name,) in cur.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+            ).fetchall()
+        }
+        for column in TABLES[table].columns:
+            if column.name not in have:
+                cur.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sql}")
 
     # -- writes ------------------------------------------------------------------------------------------------
 

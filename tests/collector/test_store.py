@@ -93,3 +93,29 @@ def test_a_database_held_by_a_writer_is_reported_busy(tmp_path: Path) -> None:
                 Store(path, read_only=True)
         finally:
             holder.kill()
+
+
+def test_a_database_from_before_new_columns_gains_them_and_keeps_its_runs(tmp_path: Path) -> None:
+    db = tmp_path / "old.duckdb"
+    with Store(db) as store:
+        store.add_run(make_run([matmul(1024, "bf16", 500.0)]))
+    # What a database written before multi-GPU results looked like: these columns did not exist.
+    con = duckdb.connect(str(db))
+    for view in VIEWS:
+        con.execute(f"DROP VIEW IF EXISTS {view}")
+    for table, column in (("results", "nodes"), ("results", "scaling_efficiency"), ("runs", "topology"),
+                          ("gpus", "nvlink_active")):  # fmt: skip
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.close()
+    with Store(db) as store:
+        collective = {
+            "benchmark": "collective", "name": "collective", "gpu_index": None, "status": "ok",
+            "params": {"op": "all_reduce", "backend": "nccl", "dtype": "fp32", "bytes": 1 << 30, "world_size": 2,
+                       "nodes": 2},
+            "metrics": {"algbw_gbps": 100.0, "busbw_gbps": 100.0, "rel_error": 0.0},
+            "timing": matmul(1024, "bf16", 500.0)["timing"],
+        }  # fmt: skip
+        store.add_run(make_run([collective], topology="GPU0 X NV18"))
+        rows = store.cursor().execute("SELECT nodes, busbw_gbps FROM collectives").fetchall()
+        assert rows == [(2, 100.0)]
+        assert store.cursor().execute("SELECT count(*) FROM matmul").fetchone() == (1,)
