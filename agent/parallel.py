@@ -17,7 +17,7 @@ from schemas import Result, RunSubmission
 
 from .benchmarks import AnyBenchmark, Benchmark
 from .config import RunConfig
-from .runner import ProgressFn, _failed, planned
+from .runner import ProgressFn, failed_result, planned
 from .target import Target
 
 
@@ -63,4 +63,4 @@ def _collect(target: Target, output: Path, code: int, device: Sequence[Benchmark
     tail = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     reason = f"the process measuring GPU {target.index} exited with code {code}"
     reason += f": {tail[-1][:300]}" if tail else ""
-    return [_failed(b, c, target, "error", reason) for t, b, c in planned(device, [target]) if t is not None]
+    return [failed_result(b, c, target, "error", reason) for t, b, c in planned(device, [target]) if t is not None]

@@ -154,7 +154,7 @@ def run_cases(
         previous = bench
         notify(CaseEvent(done, len(plan), bench.NAME, case.label, target.label))
         if deadline is not None and time.monotonic() > deadline:
-            result = _failed(bench, case, target, "skipped", "the run's time budget was spent before this case")
+            result = failed_result(bench, case, target, "skipped", "the run's time budget was spent before this case")
         else:
             if target.label not in contexts:
                 _select(target)
@@ -308,7 +308,7 @@ def run_case(bench: Benchmark[Any], case: Case, ctx: CaseContext, monitor: Monit
             status, reason = "error", f"{type(exc).__name__}: {_first_line(exc)}"
     if outcome is None:
         ctx.free_memory()
-        return _failed(bench, case, target, status, reason or "failed", duration=time.perf_counter() - t0)
+        return failed_result(bench, case, target, status, reason or "failed", duration=time.perf_counter() - t0)
     state = monitor.window(gpu.index, started, monitor.now()) if gpu is not None else None
     params = outcome.params or case.params
     fraction = peak_fraction(bench.KIND, params, outcome.metrics, target, gpu)
@@ -336,7 +336,7 @@ def run_case(bench: Benchmark[Any], case: Case, ctx: CaseContext, monitor: Monit
         log.error("benchmark %s case %s produced an invalid result: %s", bench.NAME, case.label, exc)
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        return _failed(bench, case, target, "error", f"invalid result: {where}: {first['msg']}")
+        return failed_result(bench, case, target, "error", f"invalid result: {where}: {first['msg']}")
 
 
 def _synchronize(target: Target) -> None:
@@ -352,9 +352,10 @@ def _first_line(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:MAX_REASON]
 
 
-def _failed(
+def failed_result(
     bench: AnyBenchmark, case: Case, target: Target, status: Status, reason: str, duration: float = 0.0
 ) -> Result:
+    """The result of a case that did not produce figures: its status and why."""
     return _result(bench, case.params, target.index, status=status, reason=reason, duration_s=duration)
 
 
