@@ -17,7 +17,7 @@ from schemas import Result, RunSubmission
 
 from .benchmarks import AnyBenchmark, Benchmark
 from .config import RunConfig
-from .runner import ProgressFn, failed_result, planned
+from .runner import CaseEvent, ProgressFn, failed_result, planned
 from .target import Target
 
 
@@ -49,8 +49,6 @@ def run_parallel(
             log.close()
             results += _collect(target, output, code, device, Path(log.name))
             if on_event is not None:
-                from .runner import CaseEvent
-
                 on_event(CaseEvent(done + 1, len(procs), "parallel", f"GPU {target.index} done", target.label))
     return results
 

@@ -204,7 +204,7 @@ def run_group(
     index = 0
     while index < len(cases):
         spec = cases[index].spec
-        where = spec.label if isinstance(spec, Group) else "machine"
+        where = _where(spec)
         progress.start(bench, cases[index], where)
         end = index + 1
         while end < len(cases) and cases[end].spec == spec:
@@ -239,8 +239,7 @@ def run_group(
     outcomes = bench.refine(cases, outcomes)
     results: list[Result] = []
     for i, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
-        spec = cases[i].spec
-        where = spec.label if isinstance(spec, Group) else "machine"
+        where = _where(case.spec)
         if outcome is None:
             status, reason = failed.get(i, ("error", "the worker group returned no record for this case"))
             result = _result(bench, case.params, None, status=status, reason=reason, duration_s=durations[i])
@@ -261,6 +260,11 @@ def run_group(
         progress.end(bench, case, where, result)
         results.append(result)
     return results
+
+
+def _where(spec: object) -> str:
+    """What a group case runs on, for progress: its group of processes, or the machine when it cannot run."""
+    return spec.label if isinstance(spec, Group) else "machine"
 
 
 def _outcome(

@@ -26,6 +26,24 @@ def _fmt(value: float) -> str:
     return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
 
 
+def _frame(title: str, y1: float, step: float, *, percent: bool = False) -> list[str]:
+    """The opening of a chart with a y axis from 0 to ``y1``: the svg element, the title and the grid lines."""
+    plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+        f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
+        f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
+    ]
+    y = 0.0
+    while y <= y1 + 1e-9:
+        py = TOP + plot_h - y / y1 * plot_h
+        label = f"{y:.0%}" if percent else f"{y:g}"
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{py:.1f}" y2="{py:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{label}</text>')
+        y += step
+    return out
+
+
 def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, log_x: bool = True) -> str:
     """One line per series; a log2 x axis suits sizes and batches that double."""
     points = [p for s in series for p in s.points if p[0] > 0 or not log_x]
@@ -46,16 +64,7 @@ def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, 
     def py(y: float) -> float:
         return TOP + plot_h - y / y1 * plot_h
 
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
-        f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
-        f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
-    ]
-    y = 0.0
-    while y <= y1 + 1e-9:
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
-        y += step
+    out = _frame(title, y1, step)
     for x in xs:
         out.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{_fmt(x)}</text>')
     out.append(
@@ -98,17 +107,7 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
     def py(y: float) -> float:
         return TOP + plot_h - y / y1 * plot_h
 
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
-        f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
-        f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
-    ]
-    y = 0.0
-    while y <= y1 + 1e-9:
-        label = f"{y:.0%}" if percent else f"{y:g}"
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{label}</text>')
-        y += step
+    out = _frame(title, y1, step, percent=percent)
     for gi, group in enumerate(groups):
         x0 = LEFT + gi * slot + slot * 0.1
         for bi, bar in enumerate(bars):
