@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,6 +17,7 @@ from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 from . import __version__
 from .errors import CollectorError
 from .metrics import Metrics
+from .observe import Observe
 from .routes import admin, health, pages, reports, runs, sql
 from .settings import Settings
 from .store import Store
@@ -41,20 +41,16 @@ def error_response(
     return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
 
 
-def _route(request: Request) -> str:
-    route = request.scope.get("route")
-    return getattr(route, "path", "unmatched")
-
-
 def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     """The app over ``settings.db``; a store passed in is used (and left open) instead, as tests do."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = store is None
-        app.state.store = store or Store(settings.db)
+        app.state.store = store or Store(settings.db, threads=settings.db_threads)
         if owned:
             app.state.store.harden()
+        app.state.store.warm()
         app.state.validator.start()
         log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
         try:
@@ -79,22 +75,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     for router in (health.router, runs.router, sql.router, reports.router, admin.router, pages.router):
         app.include_router(router)
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        began = time.perf_counter()
-        response = await call_next(request)
-        elapsed = time.perf_counter() - began
-        route = _route(request)
-        metrics.requests.labels(request.method, route, str(response.status_code)).inc()
-        metrics.latency.labels(request.method, route).observe(elapsed)
-        log.info(
-            "request",
-            extra={
-                "method": request.method, "path": request.url.path, "route": route, "status": response.status_code,
-                "duration_ms": round(elapsed * 1000, 2), "client": request.client.host if request.client else None,
-            },
-        )  # fmt: skip
-        return response
+    app.add_middleware(Observe, metrics=metrics)
 
     @app.exception_handler(CollectorError)
     async def collector_error(request: Request, exc: CollectorError) -> JSONResponse:

@@ -9,7 +9,6 @@ group instead of once per run. The rows are flattened inside DuckDB from the run
 from __future__ import annotations
 
 import gzip
-import hashlib
 import logging
 import queue
 import threading
@@ -28,6 +27,7 @@ from .errors import DatabaseBusy, NotFound, RunConflict
 from .figures import FIGURES_DDL, compute_sql
 from .reference import ReferenceValue
 from .tables import INCOMING, TABLES, ddl, insert_sql, parse_sql, select_sql
+from .validation import compress, digest
 from .views import VIEWS
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,13 @@ WRITERS = 1
 #: How long the writer waits for more runs to join a commit. A commit costs DuckDB tens of milliseconds however
 #: small it is, and a few milliseconds per run on top, so under load sharing commits multiplies throughput.
 LINGER_S = 0.01
+#: DuckDB folds its write-ahead log into the file (a checkpoint) inside the commit that takes the log past this
+#: size, a pause of 100-200 ms for every run in that commit. The writer checkpoints when no run is waiting
+#: instead (``IDLE_CHECKPOINT_S``), so this size is the backstop for long unbroken load, and bounds the log that
+#: a restart after a crash replays.
+CHECKPOINT_LIMIT = "256MB"
+#: How long the writer waits without runs before it checkpoints what it wrote.
+IDLE_CHECKPOINT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ def connect(path: Path, *, read_only: bool = False, config: dict[str, Any] | Non
 
 
 class Store:
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, threads: int | None = None) -> None:
         self.path = path
         self.read_only = read_only
         if not read_only:
@@ -94,7 +101,12 @@ class Store:
         elif not path.exists():
             raise NotFound(f"no database at {path}")
         # Read-only users (report, sql, snapshot) get no file access from SQL either; export opens its own.
-        self._con = connect(path, read_only=read_only, config={"enable_external_access": False} if read_only else None)
+        config: dict[str, Any] = (
+            {"enable_external_access": False} if read_only else {"checkpoint_threshold": CHECKPOINT_LIMIT}
+        )
+        if threads is not None:
+            config["threads"] = threads
+        self._con = connect(path, read_only=read_only, config=config)
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._writers: list[threading.Thread] = []
         self._writer_lock = threading.Lock()
@@ -200,30 +212,46 @@ class Store:
         *,
         run_id: str,
         results: int,
-        gzipped: bytes | None = None,
         source: str = "agent",
         token_name: str | None = None,
         received_at: datetime | None = None,
     ) -> Stored:
         """Store a run once: the same run again is a duplicate, the same run_id with other content a conflict.
 
-        ``document`` is the run's JSON as received, already validated as a ``RunSubmission`` with this ``run_id``;
-        ``gzipped`` is the same as the client compressed it, if it did: stored as sent, not compressed again.
+        ``document`` is the run's JSON as received, already validated as a ``RunSubmission`` with this ``run_id``.
         """
-        raw = document
+        return self.submit(
+            document, run_id=run_id, results=results, sha256=digest(document), payload=compress(document),
+            source=source, token_name=token_name, received_at=received_at,
+        ).result()  # fmt: skip
+
+    def submit(
+        self,
+        document: bytes,
+        *,
+        run_id: str,
+        results: int,
+        sha256: str,
+        payload: bytes,
+        source: str = "agent",
+        token_name: str | None = None,
+        received_at: datetime | None = None,
+    ) -> Future[Stored]:
+        """``add_document`` without waiting, for the server's event loop: ``sha256`` is the document's digest and
+        ``payload`` the document gzip-compressed (as the client sent it, or compressed once), as stored."""
         pending = _Pending(
             run_id=run_id,
             results=results,
-            document=raw.decode(),
-            payload=gzipped if gzipped is not None else gzip.compress(raw, compresslevel=1),
-            sha256=hashlib.sha256(raw).hexdigest(),
+            document=document.decode(),
+            payload=payload,
+            sha256=sha256,
             received_at=received_at or datetime.now(timezone.utc),
             source=source,
             token_name=token_name,
         )
         self._start_writer()
         self._queue.put(pending)
-        return pending.done.result()
+        return pending.done
 
     def _start_writer(self) -> None:
         with self._writer_lock:
@@ -233,14 +261,27 @@ class Store:
                 writer.start()
                 self._writers.append(writer)
 
+    def warm(self) -> None:
+        """Pay the first write's one-time costs (pyarrow's import, DuckDB's JSON extension, the writer thread)
+        before the first run arrives, not in its latency: the INSERTs run once over no runs and are rolled back."""
+        self._start_writer()
+        self._insert(self.cursor(), [], commit=False)
+
     def _write_loop(self) -> None:
         cur = self.cursor()  # each writer its own connection to the database: its own transactions
+        unflushed = False  # committed since the last checkpoint
         while True:
-            first = self._queue.get()
+            try:
+                first = self._queue.get(timeout=IDLE_CHECKPOINT_S if unflushed else None)
+            except queue.Empty:
+                unflushed = not self._checkpoint(cur)
+                continue
             if first is None:
                 return
             group = [first]
-            deadline = time.monotonic() + LINGER_S
+            # Runs that queued during the last commit form the group at once; a run that found the writer idle
+            # waits LINGER_S for a burst to gather.
+            deadline = time.monotonic() + (LINGER_S if self._queue.empty() else 0.0)
             while len(group) < MAX_GROUP:
                 try:
                     more = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -251,6 +292,17 @@ class Store:
                     break
                 group.append(more)
             self._commit_group(cur, group)
+            unflushed = True
+
+    def _checkpoint(self, cur: duckdb.DuckDBPyConnection) -> bool:
+        """Fold the log into the file while idle; False when DuckDB refuses (another transaction is running, as a
+        long SQL query may be) and it should be tried again at the next pause."""
+        try:
+            cur.execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            log.debug("checkpoint postponed: %s", exc)
+            return False
+        return True
 
     def _commit_group(self, cur: duckdb.DuckDBPyConnection, group: list[_Pending]) -> None:
         firsts: dict[str, _Pending] = {}
@@ -299,19 +351,19 @@ class Store:
         else:
             p.done.set_result(Stored(p.run_id, "created", p.results))
 
-    def _insert(self, cur: duckdb.DuckDBPyConnection, runs: list[_Pending]) -> None:
+    def _insert(self, cur: duckdb.DuckDBPyConnection, runs: list[_Pending], *, commit: bool = True) -> None:
         import pyarrow as pa
 
-        if not runs:
+        if not runs and commit:
             return
         incoming = pa.table(
             {
-                "run_id": [p.run_id for p in runs],
-                "document": [p.document for p in runs],
+                "run_id": pa.array([p.run_id for p in runs], type=pa.string()),
+                "document": pa.array([p.document for p in runs], type=pa.string()),
                 "payload": pa.array([p.payload for p in runs], type=pa.binary()),
-                "payload_sha256": [p.sha256 for p in runs],
+                "payload_sha256": pa.array([p.sha256 for p in runs], type=pa.string()),
                 "received_at": pa.array([p.received_at for p in runs], type=pa.timestamp("us", tz="UTC")),
-                "source": [p.source for p in runs],
+                "source": pa.array([p.source for p in runs], type=pa.string()),
                 "token_name": pa.array([p.token_name for p in runs], type=pa.string()),
             }
         )
@@ -323,7 +375,10 @@ class Store:
             for sql in self._inserts:
                 cur.execute(sql)
             cur.execute("DROP TABLE parsed")
-            cur.commit()
+            if commit:
+                cur.commit()
+            else:
+                cur.rollback()
         except BaseException:
             cur.rollback()
             raise

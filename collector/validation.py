@@ -7,6 +7,8 @@ worker processes (``Validator``) while its own process serves requests and write
 from __future__ import annotations
 
 import asyncio
+import gzip
+import hashlib
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -23,10 +25,21 @@ MAX_LISTED = 5
 
 @dataclass(frozen=True)
 class Checked:
-    """What the store needs to know of a valid run."""
+    """What the store needs to know of a valid run, worked out beside the validation."""
 
     run_id: str
     results: int
+    sha256: str  # of the JSON as received
+    gzipped: bytes | None  # the JSON compressed, when it was not sent compressed
+
+
+def digest(document: bytes) -> str:
+    return hashlib.sha256(document).hexdigest()
+
+
+def compress(document: bytes) -> bytes:
+    """How a run sent uncompressed is stored: gzip, fast level (stored runs are read back rarely)."""
+    return gzip.compress(document, compresslevel=1)
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:
@@ -48,14 +61,20 @@ def parse_run(body: bytes | str) -> RunSubmission:
         raise _invalid(exc) from None
 
 
-def _check_in_worker(body: bytes) -> tuple[str, Any, Any]:
-    """Runs in a worker process: only plain values cross back."""
+def _check_in_worker(body: bytes, gzip_it: bool = False) -> tuple[Any, ...]:
+    """Runs in a worker process, with the hashing and compressing the server would otherwise do on its event loop;
+    only plain values cross back."""
     try:
         run = RunSubmission.model_validate_json(body)
     except ValidationError as exc:
         invalid = _invalid(exc)
         return "invalid", invalid.message, invalid.details
-    return "ok", str(run.run_id), len(run.results)
+    return "ok", str(run.run_id), len(run.results), digest(body), compress(body) if gzip_it else None
+
+
+def _warm() -> None:
+    """Build the run validator's first-use state (one failing document is enough)."""
+    _check_in_worker(b"{}")
 
 
 class Validator:
@@ -66,23 +85,27 @@ class Validator:
         self._pool: ProcessPoolExecutor | None = None
 
     def start(self) -> None:
+        """Start the workers and wait until each has imported and built the validator, so the first runs posted
+        do not wait for a process to start."""
         if self.workers > 0:
             # spawn, not fork: the server process has threads (DuckDB's, uvicorn's) that fork would not carry over.
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_warm)
+            for future in [self._pool.submit(_warm) for _ in range(self.workers)]:
+                future.result()
+        else:
+            _warm()
 
     def stop(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    async def check(self, body: bytes) -> Checked:
+    async def check(self, body: bytes, *, gzip_it: bool) -> Checked:
+        """The valid run's facts (``gzip_it``: also compress it for storage), or InvalidRun."""
         loop = asyncio.get_running_loop()
-        if self._pool is None:
-            outcome = await loop.run_in_executor(None, _check_in_worker, body)
-        else:
-            outcome = await loop.run_in_executor(self._pool, _check_in_worker, body)
-        kind, first, second = outcome
-        if kind == "invalid":
-            raise InvalidRun(first, second)
-        return Checked(run_id=first, results=second)
+        outcome = await loop.run_in_executor(self._pool, _check_in_worker, body, gzip_it)
+        if outcome[0] == "invalid":
+            raise InvalidRun(outcome[1], outcome[2])
+        _, run_id, results, sha256, gzipped = outcome
+        return Checked(run_id=run_id, results=results, sha256=sha256, gzipped=gzipped)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
-from functools import partial
 from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request, Response
-from starlette.concurrency import run_in_threadpool
 
 from schemas import RunAccepted, RunsPage, RunSummary
 
@@ -41,10 +40,12 @@ async def post_run(
     validator: ValidatorDep,
 ) -> RunAccepted:
     body, gzipped = await read_body(request, settings.max_body_bytes)
-    checked = await validator.check(body)
-    stored = await run_in_threadpool(
-        partial(store.add_document, body, run_id=checked.run_id, results=checked.results, gzipped=gzipped,
-                token_name=token)
+    checked = await validator.check(body, gzip_it=gzipped is None)
+    payload = gzipped if gzipped is not None else checked.gzipped
+    assert payload is not None
+    stored = await asyncio.wrap_future(
+        store.submit(body, run_id=checked.run_id, results=checked.results, sha256=checked.sha256, payload=payload,
+                     token_name=token)
     )  # fmt: skip
     metrics.runs.labels(status=stored.status).inc()
     if stored.status == "duplicate":

@@ -92,3 +92,21 @@ def test_snapshots_from_the_file_and_from_a_running_collector(tmp_path: Path) ->
         with Store(path, read_only=True) as copy:
             assert copy.cursor().execute("SELECT count(*) FROM runs").fetchone() == (runs,)
             assert copy.cursor().execute("SELECT count(*) FROM matmul").fetchone() == (runs,)
+
+
+def test_validation_workers_are_running_before_the_first_run_arrives() -> None:
+    # They used to start with the first post, which then waited for a Python process to start and import.
+    import asyncio
+    import multiprocessing
+
+    from collector.validation import Validator
+
+    validator = Validator(1)
+    before = set(multiprocessing.active_children())
+    validator.start()
+    try:
+        assert len(set(multiprocessing.active_children()) - before) == 1
+        checked = asyncio.run(validator.check(json.dumps(run_dict([matmul(64, "fp32", 1.0)])).encode(), gzip_it=True))
+        assert checked.results == 1 and checked.gzipped is not None and len(checked.sha256) == 64
+    finally:
+        validator.stop()

@@ -24,6 +24,16 @@ def test_bad_values_are_named() -> None:
         Settings.from_env({"FLOPFLEET_PORT": "eighty"})
     with pytest.raises(CollectorError, match="port 70000"):
         Settings(port=70000)
+    with pytest.raises(CollectorError, match="db_threads"):
+        Settings(db_threads=0)
+
+
+def test_automatic_counts_leave_a_core_to_the_server() -> None:
+    import os
+
+    cores = os.cpu_count() or 1
+    assert 1 <= Settings().db_threads == max(1, cores - 1)
+    assert Settings.from_env({"FLOPFLEET_DB_THREADS": "3"}).db_threads == 3
 
 
 @pytest.mark.parametrize("name", [f.name for f in fields(Settings)])

@@ -119,3 +119,30 @@ def test_a_database_from_before_new_columns_gains_them_and_keeps_its_runs(tmp_pa
         rows = store.cursor().execute("SELECT nodes, busbw_gbps FROM collectives").fetchall()
         assert rows == [(2, 100.0)]
         assert store.cursor().execute("SELECT count(*) FROM matmul").fetchone() == (1,)
+
+
+def test_the_writer_folds_the_log_into_the_file_once_runs_stop_coming(tmp_path: Path) -> None:
+    # A checkpoint inside a commit stalled every run in it; the writer now checkpoints when idle. Without that,
+    # the write-ahead log would stay until the store closes.
+    import time
+
+    db = tmp_path / "db.duckdb"
+    wal = db.with_name(db.name + ".wal")
+    with Store(db) as store:
+        reader = store.cursor()  # a read transaction open meanwhile does not stop it
+        reader.execute("BEGIN TRANSACTION READ ONLY")
+        reader.execute("SELECT count(*) FROM runs").fetchall()
+        store.add_run(make_run([matmul(2048, "fp16", 300.0)]))
+        deadline = time.monotonic() + 30
+        while wal.exists() and wal.stat().st_size > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not wal.exists() or wal.stat().st_size == 0
+        reader.execute("COMMIT")
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM results").fetchone() == (1,)
+    con.close()
+
+
+def test_the_store_uses_the_duckdb_threads_it_is_given(tmp_path: Path) -> None:
+    with Store(tmp_path / "db.duckdb", threads=1) as store:
+        assert store.cursor().execute("SELECT current_setting('threads')").fetchone() == (1,)
