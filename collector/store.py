@@ -110,14 +110,20 @@ class Store:
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._writers: list[threading.Thread] = []
         self._writer_lock = threading.Lock()
-        self._parse = parse_sql()
-        # Figures are computed from the same parsed runs, not by reading the (large) results table back.
-        self._inserts = [insert_sql(table) for table in TABLES if table != "results"] + [
-            f"CREATE OR REPLACE TEMP TABLE new_results AS {select_sql('results')}",
-            "INSERT INTO results BY NAME SELECT * FROM new_results",
-            f"INSERT INTO figures {compute_sql('new_results')}",
-            "DROP TABLE new_results",
-        ]
+        # Figures are computed from the same parsed runs, not by reading the (large) results table back. The
+        # statements go to DuckDB in one call: between separate calls the writer had to win the GIL back from the
+        # event loop each time (about a tenth of the ingest rate, measured).
+        self._statements = ";\n".join(
+            [
+                parse_sql(),
+                *(insert_sql(table) for table in TABLES if table != "results"),
+                f"CREATE OR REPLACE TEMP TABLE new_results AS {select_sql('results')}",
+                "INSERT INTO results BY NAME SELECT * FROM new_results",
+                f"INSERT INTO figures {compute_sql('new_results')}",
+                "DROP TABLE new_results",
+                "DROP TABLE parsed",
+            ]
+        )
         if not read_only:
             self._migrate()
 
@@ -371,10 +377,7 @@ class Store:
         cur.begin()
         try:
             cur.register("incoming", incoming)
-            cur.execute(self._parse)
-            for sql in self._inserts:
-                cur.execute(sql)
-            cur.execute("DROP TABLE parsed")
+            cur.execute(self._statements)
             if commit:
                 cur.commit()
             else:
