@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import duckdb
 
 from .. import compare, machines
+from ..side_by_side import SideBySide
 from .svg import bar_chart, line_chart, strip_chart
 
 Section = tuple[str, list[str]]
+Builder = Callable[[duckdb.DuckDBPyConnection], Section]
 
 
 CHARTS = ("matmul", "peak", "layers", "bandwidth", "training", "price", "spread")
@@ -20,28 +24,29 @@ def chart_sections(
     only: tuple[str, ...] = CHARTS,
 ) -> list[Section]:
     """(section title, SVGs) in the report's order; a chart with no data is left out."""
-    builders = {
-        "matmul": lambda: ("Matrix multiply: TFLOPS against size", [
+    builders: dict[str, Builder] = {
+        "matmul": lambda c: ("Matrix multiply: TFLOPS against size", [
             line_chart(f"matmul {dtype}", series, x_label="n (square n×n×n)", y_label="TFLOPS")
-            for dtype, series in compare.matmul_series(con, cards).items()
+            for dtype, series in compare.matmul_series(c, cards).items()
         ]),
-        "peak": lambda: ("Fraction of the datasheet peak", [_peak_chart(con, cmp, cards)]),
-        "layers": lambda: ("Transformer layers (fp16): TFLOPS against batch", [
+        "peak": lambda c: ("Fraction of the datasheet peak", [_peak_chart(c, cmp, cards)]),
+        "layers": lambda c: ("Transformer layers (fp16): TFLOPS against batch", [
             line_chart(title, series, x_label="batch", y_label="TFLOPS")
-            for title, series in compare.layer_series(con, cards).items()
+            for title, series in compare.layer_series(c, cards).items()
         ]),
-        "bandwidth": lambda: ("Memory bandwidth against array size", [
+        "bandwidth": lambda c: ("Memory bandwidth against array size", [
             line_chart(f"memory {op}", series, x_label="bytes per array", y_label="GB/s")
-            for op, series in compare.bandwidth_series(con, cards).items()
+            for op, series in compare.bandwidth_series(c, cards).items()
         ]),
-        "training": lambda: ("Training throughput", [_training_chart(cmp)]),
-        "price": lambda: ("Price / performance", [_price_chart(cmp)]),
-        "spread": lambda: ("Same model, different machines", [
-            strip_chart("BF16 matmul TFLOPS of each GPU (latest run)", compare.spread(con, cards), x_label="TFLOPS")
+        "training": lambda c: ("Training throughput", [_training_chart(cmp)]),
+        "price": lambda c: ("Price / performance", [_price_chart(cmp)]),
+        "spread": lambda c: ("Same model, different machines", [
+            strip_chart("BF16 matmul TFLOPS of each GPU (latest run)", compare.spread(c, cards), x_label="TFLOPS")
         ]),
     }  # fmt: skip
-    sections = [builders[name]() for name in only]
-    return [(title, [svg for svg in svgs if svg]) for title, svgs in sections]
+    with SideBySide(con) as side:
+        sections = [side.submit(builders[name]) for name in only]
+    return [(title, [svg for svg in svgs if svg]) for title, svgs in (s.result() for s in sections)]
 
 
 def _peak_chart(con: duckdb.DuckDBPyConnection, cmp: compare.Comparison, cards: list[str] | None) -> str:

@@ -20,6 +20,7 @@ from ..health import Verdict, fleet_health
 from ..regressions import regressions
 from ..render.charts import chart_sections
 from ..render.pages import render
+from ..side_by_side import SideBySide
 from ..sqlguard import run_query
 from ..validation import parse_run
 from .deps import SettingsDep, StoreDep
@@ -92,11 +93,14 @@ def card_page(card: str, _: Reader, store: StoreDep) -> HTMLResponse:
     model = queries.card_model(con, card)
     if model is None:
         raise NotFound(f"no card {card!r}; see /cards")
-    cmp = compare.comparison(con, [card])
-    verdicts = [v for v in fleet_health(con, model) if v.card == card]
-    sections = chart_sections(con, cmp, [card], only=("matmul", "layers"))
+    with SideBySide(con) as side:
+        health = side.submit(fleet_health, model)
+        changes = side.submit(regressions, model)
+        cmp = compare.comparison(con, [card])
+        sections = chart_sections(con, cmp, [card], only=("matmul", "layers"))
+    verdicts = [v for v in health.result() if v.card == card]
     return _page("card.html", card=card, cmp=cmp, verdicts=verdicts, chart_sections=sections,
-                 changes=regressions(con, model))  # fmt: skip
+                 changes=changes.result())  # fmt: skip
 
 
 @router.get("/gpus/{device:path}", response_class=HTMLResponse)
