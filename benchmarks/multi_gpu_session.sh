@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The multi-GPU lease's work in one call (docs/results/h200-x2.md): the agent's collectives and DDP step,
 # the nccl-tests-style reference in the same lease, the agent again (order check), the standard suite on every
-# GPU with --parallel and one after another, then the gpu tests. Everything lands in $OUT as it is made.
+# GPU with --parallel and one after another, then the gpu tests (SKIP_COLLECTIVES=1: only the last two).
+# Everything lands in $OUT as it is made.
 set -u
 OUT=${OUT:-/tmp/flopfleet-out}
 mkdir -p "$OUT"
@@ -21,6 +22,7 @@ GPUS=$(nvidia-smi -L | wc -l)
   for _ in $(seq 100); do [ -s /tmp/port ] && break; sleep 0.2; done
   URL=http://127.0.0.1:$(cat /tmp/port)
   post=(--collector "$URL" --token "$TOKEN" -q --tag "lease=h200x$GPUS")
+  if [ -z "${SKIP_COLLECTIVES:-}" ]; then  # SKIP_COLLECTIVES=1: only the standard suite and the gpu tests
   log "agent: collectives and DDP"
   /usr/bin/time -f "collective+ddp: %e s wall" python3 -m agent run --suite standard --device cuda \
     --only collective,training_ddp --output "$OUT/multi1.json" "${post[@]}" 2>&1 | tail -n 8
@@ -30,6 +32,7 @@ GPUS=$(nvidia-smi -L | wc -l)
   log "agent: collectives again"
   python3 -m agent run --suite standard --device cuda --only collective --output "$OUT/multi2.json" \
     "${post[@]}" 2>&1 | tail -n 4
+  fi
   for mode in parallel sequential; do
     log "standard suite on every GPU, $mode"
     flag=$([ $mode = parallel ] && echo --parallel || echo --no-parallel)
