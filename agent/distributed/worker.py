@@ -25,8 +25,7 @@ def main(argv: list[str]) -> int:
     task = Task.from_json((workdir / "task.json").read_text(encoding="utf-8"))
     rank = _join(task)
     records = workdir / "records.jsonl"
-    if rank.local_rank == 0:
-        _append(records, {"ready": True})
+    _append(records, {"ready": rank.rank})  # every rank: the group has started once all of them joined
     run_case = _runner(task)
     for index, case in enumerate(task.cases):
         t0 = time.perf_counter()

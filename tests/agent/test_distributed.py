@@ -123,6 +123,20 @@ def test_a_case_a_worker_cannot_run_is_unsupported_and_the_rest_still_run() -> N
     assert records[0].reason == "ranks 0, 1, 2, 3: 6 bytes is less than one fp32 element per rank"
 
 
+def test_a_group_whose_first_start_fails_is_started_again(tmp_path: Path) -> None:
+    # As a rendezvous connection reset under load does: rank 1 dies before the ranks meet, once.
+    marker = tmp_path / "died.once"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        f"import os, pathlib\nm = pathlib.Path({str(marker)!r})\n"
+        "if os.environ.get('RANK') == '1' and not m.exists():\n    m.touch()\n    os._exit(9)\n"
+    )
+    records = _run(_cases(("all_reduce",), (4 * KiB, 8 * KiB), 2), 2, {"PYTHONPATH": str(site)})
+    assert marker.exists()
+    assert [r.status for r in records] == ["ok", "ok"], [(r.status, r.reason) for r in records]
+
+
 def test_a_group_that_cannot_start_fails_every_case_at_once(tmp_path: Path) -> None:
     bad = {"FLOPFLEET_BACKEND_OVERRIDE": "", "PYTHONPATH": str(tmp_path / "nothing")}
     (tmp_path / "nothing").mkdir()
