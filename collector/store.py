@@ -49,8 +49,9 @@ MAX_GROUP = 64
 #: Writer threads. More than one was measured slower on a 2-core machine (smaller groups cost more per run); the
 #: code stays correct with several (a run_id racing itself settles as a duplicate).
 WRITERS = 1
-#: How long the writer waits for more runs to join a commit. A commit costs DuckDB tens of milliseconds however
-#: small it is, and a few milliseconds per run on top, so under load sharing commits multiplies throughput.
+#: How long a run that finds the writer idle waits for others to join its commit (runs that queued during the
+#: last commit join it at once). A commit costs DuckDB tens of milliseconds however small it is, and a few
+#: milliseconds per run on top, so under load sharing commits multiplies throughput.
 LINGER_S = 0.01
 #: DuckDB folds its write-ahead log into the file (a checkpoint) inside the commit that takes the log past this
 #: size, a pause of 100-200 ms for every run in that commit. The writer checkpoints when no run is waiting
