@@ -22,9 +22,10 @@ class Settings:
     read_access: str = "auto"  # auto: open on loopback, token elsewhere | token | open
     max_body_bytes: int = 64 * 1024 * 1024  # on the wire and after gunzip
     validate_workers: int = -1  # processes that validate posted runs; -1: one per core but one, 0: in-process
-    # DuckDB threads of the server; -1: one per core but one. Queries use them all, and the writer's many small
-    # statements run slower across threads (see docs/results/collector.md): the spare core serves HTTP.
-    db_threads: int = -1
+    # DuckDB threads of the server. One: the writer's many small statements run slower across threads, on 2 cores
+    # and on 16 (docs/results/collector.md); pages run their queries side by side instead. More speeds up single
+    # large SQL queries.
+    db_threads: int = 1
     sql_timeout_s: float = 10.0
     sql_max_rows: int = 10_000
     log_level: str = "info"
@@ -43,10 +44,8 @@ class Settings:
             raise CollectorError("validate_workers must be -1 (automatic), 0 (in-process) or a count")
         if self.validate_workers == -1:
             object.__setattr__(self, "validate_workers", min(4, max(0, (os.cpu_count() or 1) - 1)))
-        if self.db_threads == 0 or self.db_threads < -1:
-            raise CollectorError("db_threads must be -1 (automatic) or a count of at least 1")
-        if self.db_threads == -1:
-            object.__setattr__(self, "db_threads", max(1, (os.cpu_count() or 1) - 1))
+        if self.db_threads < 1:
+            raise CollectorError("db_threads must be at least 1")
         if self.log_format not in ("json", "text"):
             raise CollectorError(f"log_format {self.log_format!r} is not one of: json, text")
 

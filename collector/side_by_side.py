@@ -1,7 +1,7 @@
 """A page's independent queries, run side by side.
 
-The server gives DuckDB one thread per spare core (``Settings.db_threads``), one on a two-core machine: the ingest
-writer's many small statements run fastest so, but a large query then runs on one core. The queries behind one
+The server gives DuckDB one thread (``Settings.db_threads``): the ingest writer's many small statements run fastest
+so, but a large query then runs on one core. The queries behind one
 page or report do not depend on each other, so each runs on its own cursor in its own thread (DuckDB releases the
 GIL while it works), and together they use the cores again.
 """
