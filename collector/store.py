@@ -203,33 +203,12 @@ class Store:
         token_name: str | None = None,
         received_at: datetime | None = None,
     ) -> Stored:
-        """Store a validated run once (see ``add_document``), as its canonical JSON."""
-        return self.add_document(
-            run.model_dump_json().encode(),
-            run_id=str(run.run_id),
-            results=len(run.results),
-            source=source,
-            token_name=token_name,
-            received_at=received_at,
-        )
-
-    def add_document(
-        self,
-        document: bytes,
-        *,
-        run_id: str,
-        results: int,
-        source: str = "agent",
-        token_name: str | None = None,
-        received_at: datetime | None = None,
-    ) -> Stored:
-        """Store a run once: the same run again is a duplicate, the same run_id with other content a conflict.
-
-        ``document`` is the run's JSON as received, already validated as a ``RunSubmission`` with this ``run_id``.
-        """
+        """Store a validated run once, as its canonical JSON: the same run again is a duplicate, the same run_id
+        with other content a conflict."""
+        document = run.model_dump_json().encode()
         return self.submit(
-            document, run_id=run_id, results=results, sha256=digest(document), payload=compress(document),
-            source=source, token_name=token_name, received_at=received_at,
+            document, run_id=str(run.run_id), results=len(run.results), sha256=digest(document),
+            payload=compress(document), source=source, token_name=token_name, received_at=received_at,
         ).result()  # fmt: skip
 
     def submit(
@@ -244,8 +223,9 @@ class Store:
         token_name: str | None = None,
         received_at: datetime | None = None,
     ) -> Future[Stored]:
-        """``add_document`` without waiting, for the server's event loop: ``sha256`` is the document's digest and
-        ``payload`` the document gzip-compressed (as the client sent it, or compressed once), as stored."""
+        """``add_run`` without waiting, for the server's event loop, given the run's JSON as received (validated):
+        ``sha256`` is its digest and ``payload`` the same gzip-compressed (as the client sent it, or compressed
+        once), as stored."""
         pending = _Pending(
             run_id=run_id,
             results=results,
