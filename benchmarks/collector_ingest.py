@@ -46,6 +46,16 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_busy() -> tuple[float, float]:
+    """Busy and total CPU time of the whole machine so far, from /proc/stat (Linux; zeros elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = fields[3] + fields[4]  # idle, iowait
+    return float(sum(fields) - idle), float(sum(fields))
+
+
 def _processes(pid: int) -> list[int]:
     """The server and its children (the validation workers)."""
     try:
@@ -81,6 +91,8 @@ def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]
         conn.close()
 
     threads = [threading.Thread(target=client, args=(compressed[i::clients],)) for i in range(clients)]
+    busy_before, total_before = _machine_busy()
+    own_before = _cpu_s(os.getpid())
     began = time.perf_counter()
     for t in threads:
         t.start()
@@ -88,6 +100,8 @@ def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]
         t.join()
     wall = time.perf_counter() - began
     cpu = [_cpu_s(p) - before for p, before in zip(pids, cpu_before, strict=True)]
+    own = _cpu_s(os.getpid()) - own_before
+    busy_after, total_after = _machine_busy()
     server.stop()
     if failures:
         raise SystemExit(f"{len(failures)} posts failed: {sorted(set(failures))}")
@@ -95,6 +109,8 @@ def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]
     return {
         "wall_s": wall, "p50_ms": q[49] * 1e3, "p95_ms": q[94] * 1e3, "p99_ms": q[98] * 1e3,
         "server_cpu_ms": cpu[0] * 1e3 / len(bodies), "workers_cpu_ms": sum(cpu[1:]) * 1e3 / len(bodies),
+        "clients_cpu_ms": own * 1e3 / len(bodies),
+        "machine_busy": (busy_after - busy_before) / max(total_after - total_before, 1.0),
     }  # fmt: skip
 
 
@@ -147,7 +163,8 @@ def main() -> None:
             latency = f"p50 {http['p50_ms']:.0f} ms, p95 {http['p95_ms']:.0f} ms, p99 {http['p99_ms']:.0f} ms"
             print(f"HTTP ingest {i + 1}:    {args.runs / http['wall_s']:8.1f} runs/s "
                   f"{rows / http['wall_s']:10,.0f} result rows/s   latency {latency}   CPU per run: server "
-                  f"{http['server_cpu_ms']:.1f} ms, validation {http['workers_cpu_ms']:.1f} ms")  # fmt: skip
+                  f"{http['server_cpu_ms']:.1f} ms, validation {http['workers_cpu_ms']:.1f} ms, clients "
+                  f"{http['clients_cpu_ms']:.1f} ms; machine {http['machine_busy']:.0%} busy")  # fmt: skip
         raw = raw_insert(Path(tmp) / "raw.duckdb", bodies)
         print(f"raw DuckDB bulk:  {args.runs / raw:8.1f} runs/s {rows / raw:10,.0f} result rows/s   "
               f"(HTTP reaches {raw / statistics.median(walls):.1%} of it, median round)")  # fmt: skip

@@ -30,7 +30,7 @@ from collector.validation import compress, digest  # noqa: E402
 def commits(bodies: list[bytes], group: int, threads: int) -> float:
     """Seconds to store ``bodies`` in commits of ``group`` runs."""
     pending = [
-        _Pending(run_id=json.loads(b)["run_id"], results=300, document=b.decode(), payload=compress(b),
+        _Pending(run_id=json.loads(b)["run_id"], results=300, document=b, payload=compress(b),
                  sha256=digest(b), received_at=datetime.now(timezone.utc), source="agent", token_name=None)
         for b in bodies
     ]  # fmt: skip

@@ -66,6 +66,9 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         version=__version__,
         description="Stores flopfleet benchmark runs in DuckDB, compares GPUs, answers read-only SQL.",
         lifespan=lifespan,
+        # FastAPI's built-in OpenTelemetry looks up the global providers on every request (a tenth of the event
+        # loop's time under ingest load); the collector has its own metrics (/metrics) and logs.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     app.state.tokens = TokenStore(settings.db)

@@ -46,12 +46,12 @@ def _token_name(request: Request, what: str) -> str:
     return name
 
 
-def require_writer(request: Request) -> str:
+async def require_writer(request: Request) -> str:
     """The name of the token that sent this write."""
     return _token_name(request, "writes")
 
 
-def require_reader(request: Request) -> str | None:
+async def require_reader(request: Request) -> str | None:
     settings: Settings = request.app.state.settings
     if not reads_need_token(settings):
         return None

@@ -24,7 +24,7 @@ import duckdb
 from schemas import RunSubmission
 
 from .errors import DatabaseBusy, NotFound, RunConflict
-from .figures import FIGURES_DDL, compute_sql
+from .figures import DEFINITIONS_DDL, FIGURES_DDL, compute_sql, definition_rows
 from .reference import ReferenceValue
 from .tables import INCOMING, TABLES, ddl, insert_sql, parse_sql, select_sql
 from .validation import compress, digest
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 
 #: The layout of the database file; a file written by a newer collector is refused, not misread.
 DB_VERSION = 1
-#: Tables derived from stored results when a run is stored (see ``figures``).
-DERIVED_TABLES = {"figures": FIGURES_DDL}
+#: Tables derived from stored results when a run is stored, and the definitions they are derived by (``figures``).
+DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
 #: Tables that are not flattened from runs: published figures, and prices for price/performance.
 SIDE_TABLES = {
     "reference_values": """CREATE TABLE IF NOT EXISTS reference_values (
@@ -73,7 +73,7 @@ class Stored:
 class _Pending:
     run_id: str
     results: int
-    document: str  # the JSON as received (and validated), parsed by DuckDB
+    document: bytes  # the JSON as received (and validated, so UTF-8), parsed by DuckDB
     payload: bytes  # the same, gzip-compressed, as stored
     sha256: str
     received_at: datetime
@@ -111,18 +111,19 @@ class Store:
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._writers: list[threading.Thread] = []
         self._writer_lock = threading.Lock()
+        # Runs already stored are left out by the parse itself, and the last statement answers which went in.
         # Figures are computed from the same parsed runs, not by reading the (large) results table back. The
         # statements go to DuckDB in one call: between separate calls the writer had to win the GIL back from the
         # event loop each time (about a tenth of the ingest rate, measured).
         self._statements = ";\n".join(
             [
-                parse_sql(),
+                parse_sql(new_only=True),
                 *(insert_sql(table) for table in TABLES if table != "results"),
                 f"CREATE OR REPLACE TEMP TABLE new_results AS {select_sql('results')}",
                 "INSERT INTO results BY NAME SELECT * FROM new_results",
                 f"INSERT INTO figures {compute_sql('new_results')}",
                 "DROP TABLE new_results",
-                "DROP TABLE parsed",
+                "SELECT CAST(run_id AS VARCHAR) FROM parsed",
             ]
         )
         if not read_only:
@@ -174,6 +175,9 @@ class Store:
             cur.execute(sql)
         for name, sql in VIEWS.items():
             cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+        cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
+        rows = definition_rows()
+        cur.executemany(f"INSERT INTO figure_definitions VALUES ({', '.join('?' * len(rows[0]))})", rows)
         missing = cur.execute("SELECT (SELECT count(*) FROM figures) = 0 AND EXISTS (FROM results)").fetchone()
         if missing and missing[0]:  # a database from before figures were kept: compute them once
             cur.execute(f"INSERT INTO figures {compute_sql('results')}")
@@ -229,7 +233,7 @@ class Store:
         pending = _Pending(
             run_id=run_id,
             results=results,
-            document=document.decode(),
+            document=document,
             payload=payload,
             sha256=sha256,
             received_at=received_at or datetime.now(timezone.utc),
@@ -299,17 +303,18 @@ class Store:
                 later.append(p)
             else:
                 firsts[p.run_id] = p
-        stored = self._stored_hashes(cur, list(firsts))
-        fresh = [p for p in firsts.values() if p.run_id not in stored]
-        later += [p for p in firsts.values() if p.run_id in stored]
         try:
-            self._insert(cur, fresh)
-            for p in fresh:
-                p.done.set_result(Stored(p.run_id, "created", p.results))
+            stored_now = self._insert(cur, list(firsts.values()))
         except Exception:  # one bad run must not sink the others: try each alone
-            log.warning("group commit of %d runs failed; committing them one by one", len(fresh), exc_info=True)
-            for p in fresh:
+            log.warning("group commit of %d runs failed; committing them one by one", len(firsts), exc_info=True)
+            for p in firsts.values():
                 self._insert_alone(cur, p)
+        else:
+            for p in firsts.values():
+                if p.run_id in stored_now:
+                    p.done.set_result(Stored(p.run_id, "created", p.results))
+                else:
+                    later.append(p)
         if later:
             stored = self._stored_hashes(cur, [p.run_id for p in later])
             for p in later:
@@ -326,26 +331,31 @@ class Store:
         return dict(rows)
 
     def _insert_alone(self, cur: duckdb.DuckDBPyConnection, p: _Pending) -> None:
+        error: Exception | None = None
         try:
-            self._insert(cur, [p])
+            stored_now = self._insert(cur, [p])
         except Exception as exc:  # handed to the request that sent this run
-            # Another writer may have stored the same run_id meanwhile (a retry racing its original).
-            stored = self._stored_hashes(cur, [p.run_id])
-            if p.run_id in stored:
-                self._settle_duplicate(cur, p, stored[p.run_id])
-            else:
-                p.done.set_exception(exc)
-        else:
+            stored_now, error = set(), exc
+        if p.run_id in stored_now:
             p.done.set_result(Stored(p.run_id, "created", p.results))
+            return
+        # Already stored (a retry racing its original, or a copy earlier in the same group), or it failed.
+        stored = self._stored_hashes(cur, [p.run_id])
+        if p.run_id in stored:
+            self._settle_duplicate(cur, p, stored[p.run_id])
+        else:
+            p.done.set_exception(error or RuntimeError(f"run {p.run_id} was not stored"))
 
-    def _insert(self, cur: duckdb.DuckDBPyConnection, runs: list[_Pending], *, commit: bool = True) -> None:
+    def _insert(self, cur: duckdb.DuckDBPyConnection, runs: list[_Pending], *, commit: bool = True) -> set[str]:
+        """Store those of ``runs`` not stored yet, in one transaction; the run_ids it stored."""
         import pyarrow as pa
 
         if not runs and commit:
-            return
+            return set()
         incoming = pa.table(
             {
                 "run_id": pa.array([p.run_id for p in runs], type=pa.string()),
+                # bytes straight to Arrow's UTF-8 strings (checked there), never decoded to a Python str
                 "document": pa.array([p.document for p in runs], type=pa.string()),
                 "payload": pa.array([p.payload for p in runs], type=pa.binary()),
                 "payload_sha256": pa.array([p.sha256 for p in runs], type=pa.string()),
@@ -358,7 +368,7 @@ class Store:
         cur.begin()
         try:
             cur.register("incoming", incoming)
-            cur.execute(self._statements)
+            stored_now = {run_id for (run_id,) in cur.execute(self._statements).fetchall()}
             if commit:
                 cur.commit()
             else:
@@ -368,6 +378,7 @@ class Store:
             raise
         finally:
             cur.unregister("incoming")
+        return stored_now
 
     def _settle_duplicate(self, cur: duckdb.DuckDBPyConnection, p: _Pending, stored_sha: str) -> None:
         """Same bytes: a duplicate. Other bytes: a duplicate only if the content is equal (spacing, key order)."""

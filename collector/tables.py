@@ -215,13 +215,15 @@ def document_spec() -> str:
     return json.dumps(spec)
 
 
-def parse_sql() -> str:
-    """Parse every registered run once, into the temporary table ``parsed`` the INSERTs read."""
+def parse_sql(*, new_only: bool = False) -> str:
+    """Parse every registered run once (``new_only``: every one whose run_id is not stored yet), into the temporary
+    table ``parsed`` the INSERTs read."""
     # unnest makes each top-level field its own column, so an INSERT binds only the fields it reads.
     columns = ", ".join(name for name in INCOMING if name != "document")
+    where = " WHERE CAST(run_id AS UUID) NOT IN (SELECT run_id FROM runs)" if new_only else ""
     return (
         f"CREATE OR REPLACE TEMP TABLE parsed AS SELECT {columns}, "
-        f"unnest(from_json(document, '{document_spec()}')) FROM incoming"
+        f"unnest(from_json(document, '{document_spec()}')) FROM incoming{where}"
     )
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hashlib
+import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +20,9 @@ from pydantic import ValidationError
 
 from schemas import RunSubmission
 
-from .errors import InvalidRun
+from .errors import CollectorError, InvalidRun
 
+log = logging.getLogger(__name__)
 MAX_LISTED = 5
 
 
@@ -77,8 +80,17 @@ def _warm() -> None:
     _check_in_worker(b"{}")
 
 
+class ValidatorGone(CollectorError):
+    status_code = 503
+    code = "validator_unavailable"
+
+
 class Validator:
-    """Validation in ``workers`` processes (0: in this process, as tests and small machines may prefer)."""
+    """Validation in ``workers`` processes (0: in this process, as tests and small machines may prefer).
+
+    A worker that dies (killed for memory, say) breaks its process pool for every run after it: the runs it held
+    are answered 503, which agents send again, and the first to see the broken pool starts a new one.
+    """
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -88,13 +100,16 @@ class Validator:
         """Start the workers and wait until each has imported and built the validator, so the first runs posted
         do not wait for a process to start."""
         if self.workers > 0:
-            # spawn, not fork: the server process has threads (DuckDB's, uvicorn's) that fork would not carry over.
-            context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_warm)
+            self._pool = self._new_pool()
             for future in [self._pool.submit(_warm) for _ in range(self.workers)]:
                 future.result()
         else:
             _warm()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # spawn, not fork: the server process has threads (DuckDB's, uvicorn's) that fork would not carry over.
+        context = multiprocessing.get_context("spawn")
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_warm)
 
     def stop(self) -> None:
         if self._pool is not None:
@@ -104,7 +119,15 @@ class Validator:
     async def check(self, body: bytes, *, gzip_it: bool) -> Checked:
         """The valid run's facts (``gzip_it``: also compress it for storage), or InvalidRun."""
         loop = asyncio.get_running_loop()
-        outcome = await loop.run_in_executor(self._pool, _check_in_worker, body, gzip_it)
+        pool = self._pool
+        try:
+            outcome = await loop.run_in_executor(pool, _check_in_worker, body, gzip_it)
+        except BrokenProcessPool:
+            if pool is not None and pool is self._pool:  # the first to notice replaces it
+                log.warning("a validation worker stopped; starting new workers")
+                pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool()
+            raise ValidatorGone("a validation worker stopped while checking this run; send it again") from None
         if outcome[0] == "invalid":
             raise InvalidRun(outcome[1], outcome[2])
         _, run_id, results, sha256, gzipped = outcome

@@ -21,8 +21,9 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 @router.post(
     "",
     status_code=201,
+    response_model=RunAccepted,
     responses={
-        200: {"description": "This exact run was stored before; nothing changed"},
+        200: {"model": RunAccepted, "description": "This exact run was stored before; nothing changed"},
         401: {"description": "No token, or not a valid one"},
         409: {"description": "This run_id is stored with different content"},
         413: {"description": "The body is over the size limit (on the wire or after gunzip)"},
@@ -32,13 +33,12 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 )
 async def post_run(
     request: Request,
-    response: Response,
     token: Writer,
     store: StoreDep,
     settings: SettingsDep,
     metrics: MetricsDep,
     validator: ValidatorDep,
-) -> RunAccepted:
+) -> Response:
     body, gzipped = await read_body(request, settings.max_body_bytes)
     checked = await validator.check(body, gzip_it=gzipped is None)
     payload = gzipped if gzipped is not None else checked.gzipped
@@ -48,11 +48,12 @@ async def post_run(
                      token_name=token)
     )  # fmt: skip
     metrics.runs.labels(status=stored.status).inc()
-    if stored.status == "duplicate":
-        response.status_code = 200
-    else:
+    if stored.status == "created":
         metrics.results.inc(stored.results)
-    return RunAccepted(run_id=UUID(stored.run_id), status=stored.status, results=stored.results)
+    accepted = RunAccepted(run_id=UUID(stored.run_id), status=stored.status, results=stored.results)
+    # A Response goes out as it is: FastAPI would otherwise validate the model it was just built from again.
+    return Response(accepted.model_dump_json(), status_code=201 if stored.status == "created" else 200,
+                    media_type="application/json")  # fmt: skip
 
 
 async def read_body(request: Request, limit: int) -> tuple[bytes, bytes | None]:

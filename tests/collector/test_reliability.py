@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +18,7 @@ from collector.store import Store
 from collector.tokens import TokenStore
 from schemas import RunSubmission
 from tests.factories import make_run, matmul
-from tests.servers import CollectorProcess
+from tests.servers import CollectorProcess, serve_collector
 
 CLIENTS = 16
 RUNS_EACH = 20
@@ -31,9 +34,9 @@ def _runs() -> list[list[RunSubmission]]:
 
 
 def _agents(
-    url: str, token: str, runs: list[list[RunSubmission]], acked: list[str], errors: list[str]
+    url: str, token: str, runs: list[list[RunSubmission]], acked: list[str], errors: list[str], retries: int = 14
 ) -> list[threading.Thread]:
-    config = UploadConfig(collector_url=url, token=token, retries=14, timeout_s=30)
+    config = UploadConfig(collector_url=url, token=token, retries=retries, timeout_s=30)
     lock = threading.Lock()
 
     def agent(mine: list[RunSubmission]) -> None:
@@ -130,3 +133,39 @@ def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None:
     assert answer[0].status_code == 201
     with Store(db, read_only=True) as store:
         assert store.cursor().execute("SELECT run_id::VARCHAR FROM runs").fetchall() == [(str(run.run_id),)]
+
+
+def test_a_validation_worker_killed_is_replaced_and_no_run_is_lost(tmp_path: Path) -> None:
+    """Agents keep posting while the validation worker is SIGKILLed, twice: the runs it held are refused with 503,
+    which the agents send again, and new workers take over."""
+    db = tmp_path / "db.duckdb"
+    runs, acked, errors = _runs()[:4], [], []
+    with serve_collector(db, validate_workers=1) as collector:
+
+        def workers() -> list[int]:  # the collector's validation workers are this process's only children
+            return [p.pid for p in multiprocessing.active_children() if p.pid]
+
+        first = workers()
+        assert len(first) == 1
+        threads = _agents(collector.url, collector.token, runs, acked, errors, retries=5)  # ~15 s of backoff
+        for t in threads:
+            t.start()
+        killed: list[int] = []
+        deadline = time.monotonic() + 60
+        for _ in range(2):
+            while len(acked) < 10 * (len(killed) + 1):
+                assert time.monotonic() < deadline, f"ingest stopped after worker {killed} was killed: {errors[:1]}"
+                time.sleep(0.01)
+            (pid,) = workers() or [0]
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        for t in threads:
+            t.join()
+        deadline = time.monotonic() + 10
+        while not (now := workers()) or now[0] in killed:
+            assert time.monotonic() < deadline, "no new validation worker"
+            time.sleep(0.05)
+        assert len(killed) == 2 and now[0] not in killed
+    assert errors == []  # the runs after the kills went through the workers started in their place
+    _check_stored(db, runs, acked)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from collector.errors import DatabaseBusy, QueryRefused, RunConflict
+from collector.figures import EXTRA, FIGURES, MATCHED
 from collector.sqlguard import run_query
 from collector.store import Store
 from collector.views import VIEWS
+from schemas import RunSubmission
 from tests.factories import bandwidth, layer, make_run, matmul
 
 
@@ -146,3 +149,54 @@ def test_the_writer_folds_the_log_into_the_file_once_runs_stop_coming(tmp_path: 
 def test_the_store_uses_the_duckdb_threads_it_is_given(tmp_path: Path) -> None:
     with Store(tmp_path / "db.duckdb", threads=1) as store:
         assert store.cursor().execute("SELECT current_setting('threads')").fetchone() == (1,)
+
+
+def _expected_figures(run: RunSubmission) -> dict[tuple[int | None, str], float]:
+    """Each figure worked out in Python from the run's results: the oracle for the store's join."""
+    best: dict[tuple[int | None, str], float] = {}
+    for result in run.model_dump(mode="json")["results"]:
+        if result["status"] != "ok" or {"above_peak", "wrong_result"} & set(result.get("flags") or []):
+            continue
+        params, metrics = result["params"], result.get("metrics") or {}
+        for f in (*FIGURES, *EXTRA):
+            wanted = {m: getattr(f, m) for m in MATCHED if getattr(f, m) is not None}
+            if result["benchmark"] != f.benchmark or any(params.get(m) != v for m, v in wanted.items()):
+                continue
+            if f.dtype_prefix and not str(params.get("dtype", "")).startswith(f.dtype_prefix):
+                continue
+            if metrics.get(f.value) is None:
+                continue
+            key = (result.get("gpu_index"), f.key)
+            best[key] = max(best.get(key, float("-inf")), metrics[f.value] * f.scale)
+    return best
+
+
+def test_figures_are_the_best_value_of_each_kind_on_real_runs(tmp_path: Path) -> None:
+    """Every run file measured on the H200s (one GPU and two): the figures the store keeps are exactly those a
+    reading of the definitions in Python finds, FP8 formats, pinned copies and MFU percentages included."""
+    files = sorted((Path(__file__).parents[2] / "docs" / "results").glob("h200*/**/*.json"))
+    runs = []
+    for path in files:
+        text = path.read_text()
+        data = json.loads(text)
+        if isinstance(data, dict) and "results" in data and "schema_version" in data:
+            runs.append(RunSubmission.model_validate_json(text))
+    assert len(runs) >= 8
+    # and one where FP8 is not the fastest matmul
+    runs.append(make_run([matmul(4096, "fp16", 900.0), matmul(4096, "fp8_e4m3", 800.0), matmul(64, "bf16", 5.0)]))
+    with Store(tmp_path / "db.duckdb") as store:
+        for run in runs:
+            store.add_run(run)
+        cur = store.cursor()
+        for run in runs:
+            stored = {
+                (gpu, figure): value
+                for gpu, figure, value in cur.execute(
+                    "SELECT gpu_index, figure, value FROM figures WHERE run_id = ?", [str(run.run_id)]
+                ).fetchall()
+            }
+            expected = _expected_figures(run)
+            assert stored.keys() == expected.keys(), run.run_id
+            assert all(stored[k] == pytest.approx(v, rel=1e-12) for k, v in expected.items()), run.run_id
+        kinds = {f for (f,) in cur.execute("SELECT DISTINCT figure FROM figures").fetchall()}
+        assert {"matmul_fp8", "h2d", "train_bert_mfu", "memory", "bert_fwdbwd"} <= kinds
