@@ -5,7 +5,8 @@ run on demand:
     .venv/bin/python benchmarks/collector_writer.py --groups 8 --threads 1 --runs 400
 
 Each line stores ``--runs`` runs of 300 results (built as in collector_ingest.py) in commits of G runs through the
-store's own group commit, on a fresh database file, and reports runs/s and the milliseconds per commit. A fit of
+store's own group commit, with the figures computed every FIGURES_EVERY commits as under continuous load, on a
+fresh database file, and reports runs/s and the milliseconds per commit. A fit of
 those gives the fixed cost of a commit and the cost per run that set the HTTP ingest rate.
 """
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet_data import make_bodies  # noqa: E402
-from collector.store import Store, _Pending  # noqa: E402
+from collector.store import FIGURES_EVERY, Store, _Pending  # noqa: E402
 from collector.validation import compress, digest  # noqa: E402
 
 
@@ -37,8 +38,11 @@ def commits(bodies: list[bytes], group: int, threads: int) -> float:
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "writer.duckdb", threads=threads) as store:
         cur = store.cursor()
         began = time.perf_counter()
-        for i in range(0, len(pending), group):
+        for commit, i in enumerate(range(0, len(pending), group), 1):
             store._commit_group(cur, pending[i : i + group])
+            if commit % FIGURES_EVERY == 0:  # as the writer does under continuous load
+                store._compute_figures(cur)
+        store._compute_figures(cur)
         return time.perf_counter() - began
 
 

@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import logging
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from .errors import CollectorError, InvalidRun
 
 log = logging.getLogger(__name__)
 MAX_LISTED = 5
+#: How much lower than the server's a validation worker's scheduling priority is (``nice``).
+WORKER_NICENESS = 5
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,14 @@ def _warm() -> None:
     _check_in_worker(b"{}")
 
 
+def _start_worker() -> None:
+    """A worker yields the CPU to the server's DuckDB writer when both want it: the writer is the one serial stage
+    of ingest (on the 2-core machine, seven alternating pairs of rounds all went 3-6 % faster this way)."""
+    if hasattr(os, "nice"):
+        os.nice(WORKER_NICENESS)
+    _warm()
+
+
 class ValidatorGone(CollectorError):
     status_code = 503
     code = "validator_unavailable"
@@ -109,7 +120,7 @@ class Validator:
     def _new_pool(self) -> ProcessPoolExecutor:
         # spawn, not fork: the server process has threads (DuckDB's, uvicorn's) that fork would not carry over.
         context = multiprocessing.get_context("spawn")
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_warm)
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_start_worker)
 
     def stop(self) -> None:
         if self._pool is not None:

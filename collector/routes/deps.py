@@ -6,6 +6,7 @@ dependency per request for what is an attribute lookup.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -17,6 +18,16 @@ from ..validation import Validator
 
 
 async def get_store(request: Request) -> Store:
+    """The store once every run acknowledged so far has its figures (they follow its commit by a moment), so that
+    a page, report or query read right after a post shows the run."""
+    store: Store = request.app.state.store
+    if not store.settled:
+        await asyncio.to_thread(store.settle)
+    return store
+
+
+async def get_live_store(request: Request) -> Store:
+    """The store as it is, for posting runs and for health and metrics, which must not wait on the writer."""
     store: Store = request.app.state.store
     return store
 
@@ -32,6 +43,7 @@ async def get_metrics(request: Request) -> Metrics:
 
 
 StoreDep = Annotated[Store, Depends(get_store)]
+LiveStoreDep = Annotated[Store, Depends(get_live_store)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..auth import Reader
-from .deps import MetricsDep, StoreDep
+from .deps import LiveStoreDep, MetricsDep
 
 router = APIRouter(tags=["operations"])
 
@@ -19,7 +19,7 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", responses={503: {"description": "Not ready: the database does not answer, or shutting down"}})
-def readyz(request: Request, store: StoreDep) -> JSONResponse:
+def readyz(request: Request, store: LiveStoreDep) -> JSONResponse:
     """The database answers with the layout this collector writes, and the server is not shutting down."""
     if getattr(request.app.state, "stopping", False):
         return JSONResponse({"status": "stopping"}, status_code=503)
@@ -31,5 +31,5 @@ def readyz(request: Request, store: StoreDep) -> JSONResponse:
 
 
 @router.get("/metrics", response_class=Response)
-def metrics(_: Reader, store: StoreDep, registry: MetricsDep) -> Response:
+def metrics(_: Reader, store: LiveStoreDep, registry: MetricsDep) -> Response:
     return Response(registry.render(store), media_type=CONTENT_TYPE_LATEST)

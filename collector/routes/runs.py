@@ -13,7 +13,7 @@ from schemas import RunAccepted, RunsPage, RunSummary
 
 from ..auth import Reader, Writer
 from ..errors import BadEncoding, BadGzip, InvalidRun, PayloadTooLarge
-from .deps import MetricsDep, SettingsDep, StoreDep, ValidatorDep
+from .deps import LiveStoreDep, MetricsDep, SettingsDep, StoreDep, ValidatorDep
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 
@@ -34,7 +34,7 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 async def post_run(
     request: Request,
     token: Writer,
-    store: StoreDep,
+    store: LiveStoreDep,
     settings: SettingsDep,
     metrics: MetricsDep,
     validator: ValidatorDep,

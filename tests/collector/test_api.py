@@ -85,3 +85,17 @@ def test_report_pages(collector: Collector) -> None:
     assert page.status_code == 200 and "<svg" in page.text and "650.0" in page.text
     md = httpx.get(f"{collector.url}/report.md")
     assert md.headers["content-type"].startswith("text/markdown") and "| Matmul BF16 (TFLOPS) | 650.0 |" in md.text
+
+
+def test_a_run_is_in_pages_and_sql_as_soon_as_it_is_acknowledged(collector: Collector) -> None:
+    """Figures follow a run's commit by a moment; reads wait for them, so a read right after a 201 shows the run."""
+    with httpx.Client() as client:
+        for i in range(8):
+            body = run_dict([matmul(2048, "fp16", 600.0 + i)])
+            posted = client.post(f"{collector.url}/api/v1/runs", json=body, headers=collector.auth)
+            assert posted.status_code == 201
+            sql = f"SELECT figure, value FROM figures WHERE run_id = '{body['run_id']}'"
+            answer = client.post(f"{collector.url}/api/v1/sql", json={"sql": sql})
+            assert answer.json()["rows"] == [["matmul_fp16", 600.0 + i]]
+            cards = client.get(f"{collector.url}/cards.csv").text  # the median over this card's runs so far
+            assert f"Matmul FP16 (TFLOPS),{600 + i / 2:.1f}" in cards

@@ -59,6 +59,10 @@ def _check_stored(db: Path, runs: list[list[RunSubmission]], acked: list[str]) -
         cur = store.cursor()
         stored = dict(cur.execute("SELECT run_id::VARCHAR, count(*) FROM results GROUP BY run_id").fetchall())
         assert cur.execute("SELECT count(*), count(DISTINCT run_id) FROM runs").fetchone() == (len(expected),) * 2
+        # every run has its figures (computed just after commits, or at the restart after a kill), each once
+        assert cur.execute("SELECT count(DISTINCT run_id) FROM figures").fetchone() == (len(expected),)
+        twice = "SELECT count(*) FROM (SELECT run_id, gpu_index, figure FROM figures GROUP BY ALL HAVING count(*) > 1)"
+        assert cur.execute(twice).fetchone() == (0,)
     assert set(stored) == expected
     assert set(stored.values()) == {RESULTS}  # no run stored in part
 

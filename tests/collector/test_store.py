@@ -200,3 +200,20 @@ def test_figures_are_the_best_value_of_each_kind_on_real_runs(tmp_path: Path) ->
             assert all(stored[k] == pytest.approx(v, rel=1e-12) for k, v in expected.items()), run.run_id
         kinds = {f for (f,) in cur.execute("SELECT DISTINCT figure FROM figures").fetchall()}
         assert {"matmul_fp8", "h2d", "train_bert_mfu", "memory", "bert_fwdbwd"} <= kinds
+
+
+def test_runs_left_without_figures_get_them_when_the_store_opens(tmp_path: Path) -> None:
+    """Figures follow their run's commit by a moment: runs a crash (or an older collector) left without any get
+    them when the store next opens, and runs that have them are not counted twice."""
+    path = tmp_path / "db.duckdb"
+    runs = [make_run([matmul(4096, "bf16", 700.0 + i), bandwidth(1 << 26, 4000.0 + i)]) for i in range(3)]
+    with Store(path) as store:
+        for run in runs:
+            store.add_run(run)
+        before = store.cursor().execute("SELECT * FROM figures ORDER BY ALL").fetchall()
+    con = duckdb.connect(str(path))
+    con.execute("DELETE FROM figures WHERE run_id = ?", [str(runs[1].run_id)])
+    con.close()
+    with Store(path) as store:
+        assert store.cursor().execute("SELECT * FROM figures ORDER BY ALL").fetchall() == before
+    assert {row[0] for row in before} == {r.run_id for r in runs}
