@@ -26,7 +26,9 @@ def export(db: Path, fmt: Format, out: Path) -> dict[str, int]:
     con = connect(db, read_only=True)
     counts: dict[str, int] = {}
     try:
-        for table in (*TABLES, *DERIVED_TABLES, *SIDE_TABLES):
+        # a file from an older collector may lack the newer tables
+        present = {name for (name,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        for table in (t for t in (*TABLES, *DERIVED_TABLES, *SIDE_TABLES) if t in present):
             row = con.execute(f"SELECT count(*) FROM {table}").fetchone()
             counts[table] = int(row[0]) if row else 0
             target = out / table if fmt == "parquet" else out / f"{table}.csv"
