@@ -2,10 +2,11 @@
 
 A figure is the best value a device reached in one run for a kind of result (the published table also takes the
 best over sizes and batches), with that result's fraction of the datasheet peak and the SM clock during the
-largest case. The store computes them when it stores a run, so comparisons, health and version checks read a few
-rows per run instead of every result. Which results make which figure is data, the ``figure_definitions`` table,
-joined against the new results: one small join instead of a condition per figure, whose planning alone cost the
-writer more than the rest of the query (about 6 against 4 ms per commit).
+largest case. The store computes them just after it stores a run (``Store.settle`` waits for them), so
+comparisons, health and version checks read a few rows per run instead of every result. Which results make which
+figure is data, the ``figure_definitions`` table, joined against the new results: one small join instead of a
+condition per figure, whose planning alone cost the writer more than the rest of the query (about 7 against 4 ms
+per commit).
 """
 
 from __future__ import annotations

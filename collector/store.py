@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 #: The layout of the database file; a file written by a newer collector is refused, not misread.
 DB_VERSION = 1
-#: Tables derived from stored results when a run is stored, and the definitions they are derived by (``figures``).
+#: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
 DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
 #: Tables that are not flattened from runs: published figures, and prices for price/performance.
 SIDE_TABLES = {
