@@ -84,13 +84,16 @@ DEFINITIONS_DDL = """CREATE TABLE IF NOT EXISTS figure_definitions (
     model VARCHAR, value VARCHAR NOT NULL, scale DOUBLE NOT NULL)"""
 
 
-def definition_rows() -> list[tuple[Any, ...]]:
-    """``figure_definitions``' rows, in its columns' order (the store rewrites them at every start)."""
-    return [
-        (f.key, f.label, f.unit, f.benchmark, f.dtype, f.dtype_prefix, f.op, f.direction, f.pinned, f.block, f.mode,
-         f.model, f.value, f.scale)
-        for f in (*FIGURES, *EXTRA)
-    ]  # fmt: skip
+#: ``figure_definitions``' columns, each from the Figure field of the same name (``figure`` from ``key``).
+DEFINITION_COLUMNS = ("figure", "label", "unit", "benchmark", "dtype", "dtype_prefix", *MATCHED[1:], "value", "scale")
+
+
+def definitions_insert() -> tuple[str, list[tuple[Any, ...]]]:
+    """The INSERT of ``figure_definitions``' rows, and the rows (the store rewrites them at every start)."""
+    fields = ["key" if c == "figure" else c for c in DEFINITION_COLUMNS]
+    rows = [tuple(getattr(f, name) for name in fields) for f in (*FIGURES, *EXTRA)]
+    placeholders = ", ".join("?" * len(DEFINITION_COLUMNS))
+    return f"INSERT INTO figure_definitions ({', '.join(DEFINITION_COLUMNS)}) VALUES ({placeholders})", rows
 
 
 def compute_sql(source: str) -> str:

@@ -30,7 +30,7 @@ import duckdb
 from schemas import RunSubmission
 
 from .errors import DatabaseBusy, NotFound, RunConflict
-from .figures import DEFINITIONS_DDL, FIGURES_DDL, compute_sql, definition_rows
+from .figures import DEFINITIONS_DDL, FIGURES_DDL, compute_sql, definitions_insert
 from .reference import ReferenceValue
 from .tables import INCOMING, TABLES, ddl, insert_sql, parse_sql
 from .validation import compress, digest
@@ -185,8 +185,7 @@ class Store:
         for name, sql in VIEWS.items():
             cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
         cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
-        rows = definition_rows()
-        cur.executemany(f"INSERT INTO figure_definitions VALUES ({', '.join('?' * len(rows[0]))})", rows)
+        cur.executemany(*definitions_insert())
         # Runs without figures: stored before figures were kept, or just before a crash (figures follow commits).
         unfigured = "(FROM results WHERE run_id IN (SELECT run_id FROM runs EXCEPT SELECT run_id FROM figures))"
         cur.execute(f"INSERT INTO figures {compute_sql(unfigured)}")
