@@ -7,20 +7,25 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import duckdb
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 
 from . import __version__
-from .errors import CollectorError
+from .auth import reads_need_token
+from .errors import CollectorError, StorageUnavailable
 from .metrics import Metrics
 from .observe import Observe
+from .redact import scrub
 from .routes import admin, health, pages, reports, runs, sql
+from .security import SECURITY_HEADERS, Guard, allowed_hosts
 from .settings import Settings
-from .store import Store
+from .store import STORAGE_ERRORS, Store
 from .tokens import TokenStore
 from .validation import Validator
 
@@ -49,7 +54,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         owned = store is None
         app.state.store = store or Store(settings.db, threads=settings.db_threads)
         if owned:
-            app.state.store.harden()
+            app.state.store.harden(settings.duckdb_memory_limit())
         app.state.store.warm()
         app.state.validator.start()
         log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
@@ -66,6 +71,10 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         version=__version__,
         description="Stores flopfleet benchmark runs in DuckDB, compares GPUs, answers read-only SQL.",
         lifespan=lifespan,
+        # FastAPI's docs pages load their scripts from a CDN; the collector loads nothing from elsewhere. The
+        # OpenAPI document itself stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
         # FastAPI's built-in OpenTelemetry looks up the global providers on every request (a tenth of the event
         # loop's time under ingest load); the collector has its own metrics (/metrics) and logs.
         telemetry={"tracing": False, "metrics": False, "logs": False},
@@ -78,13 +87,16 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     for router in (health.router, runs.router, sql.router, reports.router, admin.router, pages.router):
         app.include_router(router)
 
-    app.add_middleware(Observe, metrics=metrics)
+    app.add_middleware(Guard, hosts=allowed_hosts(settings.allowed_hosts, settings.host, reads_need_token(settings)))
+    app.add_middleware(Observe, metrics=metrics)  # outermost: it counts what Guard refuses too
 
     @app.exception_handler(CollectorError)
     async def collector_error(request: Request, exc: CollectorError) -> JSONResponse:
         if request.method == "POST" and request.url.path == RUNS_PATH:
             metrics.rejected.labels(reason=exc.code).inc()
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        if exc.status_code == 503:
+            headers = {"Retry-After": "5"}
         return error_response(exc.status_code, exc.code, exc.message, exc.details, headers)
 
     @app.exception_handler(RequestValidationError)
@@ -99,10 +111,28 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error_response(exc.status_code, "http_error", str(exc.detail))
 
+    @app.exception_handler(duckdb.Error)
+    async def database_error(request: Request, exc: duckdb.Error) -> JSONResponse:
+        """A read that found the database failing is answered 503 and tells the store (which then recovers)."""
+        if not isinstance(exc, STORAGE_ERRORS):
+            log.exception("database error")
+            return error_response(500, "internal_error", f"internal error: {type(exc).__name__}")
+        live: Store | None = getattr(request.app.state, "store", None)
+        if live is not None:
+            live.report_fatal(exc)
+        message = f"the database cannot answer now: {scrub(str(exc).splitlines()[0], settings.db)}"
+        return error_response(503, StorageUnavailable.code, message, headers={"Retry-After": "5"})
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_left(_: Request, exc: ClientDisconnect) -> JSONResponse:
+        return error_response(400, "client_disconnected", "the client went away before its request was read")
+
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
-        return error_response(500, "internal_error", f"internal error: {type(exc).__name__}")
+        # Answered outside the middleware (Starlette's outermost error handler), so the headers are added here.
+        headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
+        return error_response(500, "internal_error", f"internal error: {type(exc).__name__}", headers=headers)
 
     def openapi() -> dict[str, Any]:
         """The generated spec, with the run body (validated by hand for strictness) described in it."""

@@ -17,6 +17,11 @@ class Unauthorized(CollectorError):
     code = "unauthorized"
 
 
+class Forbidden(CollectorError):
+    status_code = 403
+    code = "forbidden"
+
+
 def reads_need_token(settings: Settings) -> bool:
     """'auto' keeps reads open only on a loopback interface: a collector reachable from elsewhere asks for a token."""
     if settings.read_access != "auto":
@@ -33,30 +38,39 @@ def _bearer(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def _token_name(request: Request, what: str) -> str:
+def _token_name(request: Request, what: str, scope: str) -> str:
     tokens: TokenStore = request.app.state.tokens
     token = _bearer(request)
     if token is None:
         raise Unauthorized(
-            f"{what} need a token: send 'Authorization: Bearer <token>' (flopfleet-collector token create)"
+            f"{what} need a token with scope {scope!r}: send 'Authorization: Bearer <token>' "
+            f"(flopfleet-collector token create --scope {scope})"
         )
-    name = tokens.check(token)
-    if name is None:
+    record = tokens.lookup(token)
+    if record is None:
         raise Unauthorized("the token is not valid: unknown or revoked")
-    return name
+    if scope not in record.scopes:
+        raise Forbidden(f"{what} need scope {scope!r}; this token has {', '.join(record.scopes)}")
+    return record.name
 
 
 async def require_writer(request: Request) -> str:
     """The name of the token that sent this write."""
-    return _token_name(request, "writes")
+    return _token_name(request, "writes", "write")
 
 
 async def require_reader(request: Request) -> str | None:
     settings: Settings = request.app.state.settings
     if not reads_need_token(settings):
         return None
-    return _token_name(request, "reads on this collector")
+    return _token_name(request, "reads on this collector", "read")
+
+
+async def require_admin(request: Request) -> str:
+    """Snapshots hand out the whole database: a token with the admin scope, whatever the read access."""
+    return _token_name(request, "snapshots", "admin")
 
 
 Writer = Annotated[str, Depends(require_writer)]
 Reader = Annotated[str | None, Depends(require_reader)]
+Admin = Annotated[str, Depends(require_admin)]

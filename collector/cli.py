@@ -10,6 +10,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
+
+from schemas.terminal import literal
 
 from . import __version__
 from .errors import CollectorError
@@ -49,6 +52,7 @@ def serve(
 
     from .app import create_app
     from .logs import configure
+    from .server import server_config
     from .settings import Settings
 
     if read_token_required and public_reads:
@@ -62,17 +66,10 @@ def serve(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(settings),
-        log_level=settings.log_level,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=30,
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(server_config(create_app(settings), settings))
     if port_file is not None:
         port_file.write_text(str(bound), encoding="utf-8")
-    err.print(f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})")
+    err.print(literal(f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})"))
     server.run(sockets=[sock])
 
 
@@ -92,9 +89,9 @@ def ingest(
                 stored = store.add_run(parse_run(path.read_bytes()))
             except (OSError, CollectorError) as exc:
                 failed += 1
-                err.print(f"[red]{path}[/]: {exc}")
+                err.print(Text.assemble(literal(path, "red"), ": ", literal(exc)))
                 continue
-            out.print(f"{path}: run {stored.run_id} {stored.status} ({stored.results} results)")
+            out.print(literal(f"{path}: run {stored.run_id} {stored.status} ({stored.results} results)"))
     if failed:
         raise typer.Exit(EXIT_FAILED)
 
@@ -126,7 +123,7 @@ def report(
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
-        out.print(f"report written to {output}")
+        out.print(literal(f"report written to {output}"))
 
 
 @app.command()
@@ -147,7 +144,7 @@ def sql(
         result = run_query(store.cursor(), query, max_rows=max_rows)
     render_query(result, fmt, out)  # type: ignore[arg-type]
     if result.truncated:
-        err.print(f"[yellow]note[/]: stopped after {max_rows} rows (--max-rows)")
+        err.print(Text.assemble(("note", "yellow"), f": stopped after {max_rows} rows (--max-rows)"))
 
 
 @app.command()
@@ -187,7 +184,8 @@ def health(
     table = Table("GPU", "card", "host", "verdict", "likely cause / notes", header_style="bold")
     for v in verdicts:
         style = "red" if v.verdict == "slow" else "green" if v.verdict == "ok" else ""
-        table.add_row(v.device, v.card, v.hostname, f"[{style}]{v.text}[/]" if style else v.text, "; ".join(v.causes))
+        table.add_row(literal(v.device), literal(v.card), literal(v.hostname), literal(v.text, style),
+                      literal("; ".join(v.causes)))  # fmt: skip
     out.print(table)
 
 
@@ -209,14 +207,13 @@ def import_reference(
         for path in sources:
             if path is not None and path.suffix == ".json":
                 stored = store.add_run(parse_run(path.read_bytes()), source="reference")
-                out.print(f"{path}: run {stored.run_id} {stored.status} as reference")
+                out.print(literal(f"{path}: run {stored.run_id} {stored.status} as reference"))
                 continue
             values = load(path)
             store.add_reference(values)
             cards = sorted({v.card for v in values})
-            out.print(
-                f"{path or 'bundled transformers-benchmarks table'}: {len(values)} figures for {', '.join(cards)}"
-            )
+            source = path or "bundled transformers-benchmarks table"
+            out.print(literal(f"{source}: {len(values)} figures for {', '.join(cards)}"))
 
 
 prices_app = typer.Typer(help="Card prices for price/performance rows and charts.", no_args_is_help=True)
@@ -234,7 +231,7 @@ def prices_set(
 
     with Store(db) as store:
         store.set_price(model, price_usd, "cli")
-    out.print(f"price of {model!r}: ${price_usd:,.0f}")
+    out.print(literal(f"price of {model!r}: ${price_usd:,.0f}"))
 
 
 @prices_app.command("import")
@@ -247,7 +244,7 @@ def prices_import(file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flo
     with Store(db) as store:
         for model, usd in prices.items():
             store.set_price(model, usd, str(file))
-    out.print(f"{len(prices)} prices from {file}")
+    out.print(literal(f"{len(prices)} prices from {file}"))
 
 
 @prices_app.command("list")
@@ -271,26 +268,33 @@ app.add_typer(token_app, name="token")
 def token_create(
     name: Annotated[str, typer.Option("--name", help="Who uses it, e.g. lab-a or node17.")],
     db: DbOpt = Path("flopfleet.duckdb"),
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(help="write (post runs), read (pages, SQL), admin (snapshots); repeatable [default: write]."),
+    ] = None,
 ) -> None:
     """Print a new token, once (only its hash is kept). Works while the collector runs."""
-    from .tokens import TokenStore
+    from .tokens import DEFAULT_SCOPES, TokenStore, parse_scopes
 
     store = TokenStore(db)
-    token = store.create(name)
+    scopes = parse_scopes(scope or list(DEFAULT_SCOPES))
+    token = store.create(name, scopes)
     sys.stdout.write(token + "\n")
-    err.print(f"token {name!r} created; it is shown only now (kept hashed in {store.path})")
+    err.print(literal(f"token {name!r} ({', '.join(scopes)}) created; it is shown only now (kept hashed in "
+                      f"{store.path})"))  # fmt: skip
 
 
 @token_app.command("list")
 def token_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
-    """Names of tokens, when they were created and revoked."""
+    """Names of tokens, their scopes, when they were created and revoked."""
     from rich.table import Table
 
     from .tokens import TokenStore
 
-    table = Table("name", "created", "revoked", header_style="bold")
+    table = Table("name", "scopes", "created", "revoked", header_style="bold")
     for record in TokenStore(db).list():
-        table.add_row(record.name, record.created_at, record.revoked_at or "")
+        table.add_row(literal(record.name), literal(", ".join(record.scopes)), literal(record.created_at),
+                      literal(record.revoked_at or ""))  # fmt: skip
     out.print(table)
 
 
@@ -300,7 +304,7 @@ def token_revoke(name: Annotated[str, typer.Argument()], db: DbOpt = Path("flopf
     from .tokens import TokenStore
 
     record = TokenStore(db).revoke(name)
-    out.print(f"token {record.name!r} revoked at {record.revoked_at}")
+    out.print(literal(f"token {record.name!r} revoked at {record.revoked_at}"))
 
 
 @app.command("export")
@@ -317,7 +321,7 @@ def export_cmd(
     counts = export(db, fmt, output)  # type: ignore[arg-type]
     for table, rows in counts.items():
         out.print(f"{table}: {rows} rows")
-    out.print(f"exported to {output}")
+    out.print(literal(f"exported to {output}"))
 
 
 @app.command()
@@ -326,7 +330,7 @@ def snapshot(
     db: DbOpt = Path("flopfleet.duckdb"),
     collector: Annotated[str | None, typer.Option(help="Ask a running collector instead of opening --db.")] = None,
     token: Annotated[
-        str | None, typer.Option(envvar="FLOPFLEET_TOKEN", help="A write token, with --collector.")
+        str | None, typer.Option(envvar="FLOPFLEET_TOKEN", help="A token with the admin scope, with --collector.")
     ] = None,
 ) -> None:
     """A consistent copy of the database in a new DuckDB file, from the file or from a running collector."""
@@ -339,7 +343,7 @@ def snapshot(
 
         with Store(db, read_only=True) as store:
             store.snapshot(output)
-    out.print(f"snapshot written to {output}")
+    out.print(literal(f"snapshot written to {output}"))
 
 
 def _download_snapshot(collector: str, token: str | None, output: Path) -> None:
@@ -365,5 +369,5 @@ def main() -> None:
     try:
         app()
     except CollectorError as exc:
-        err.print(f"[red]error[/]: {exc.message}")
+        err.print(Text.assemble(("error", "red"), ": ", literal(exc.message)))
         sys.exit(EXIT_FAILED)

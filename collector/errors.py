@@ -1,6 +1,7 @@
 """The collector's errors; the CLI catches ``CollectorError`` once, the web app maps each to an HTTP status.
 
 CollectorError
+ ├── BadRequest          a request the collector cannot answer as asked: a missing or unknown parameter (400)
  ├── InvalidRun          a payload failed validation (422)
  ├── PayloadTooLarge     a body over the size limit, before or after gunzip (413)
  ├── BadEncoding         a Content-Encoding other than gzip, or gzip that does not inflate (415/400)
@@ -8,7 +9,8 @@ CollectorError
  ├── NotFound            no such run (404)
  ├── QueryRefused        SQL that is not one read-only statement (400)
  ├── QueryFailed         SQL that DuckDB could not run, or that ran past its time limit (400)
- └── DatabaseBusy        the DuckDB file is held by another process (a running collector)
+ ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)
+ └── StorageUnavailable  the database cannot take or answer requests now (a full disk, say): try again later (503)
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ class CollectorError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or []
+
+
+class BadRequest(CollectorError):
+    status_code = 400
+    code = "bad_request"
 
 
 class InvalidRun(CollectorError):
@@ -71,3 +78,8 @@ class QueryFailed(CollectorError):
 class DatabaseBusy(CollectorError):
     status_code = 503
     code = "database_busy"
+
+
+class StorageUnavailable(CollectorError):
+    status_code = 503
+    code = "storage_unavailable"

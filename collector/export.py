@@ -1,4 +1,5 @@
-"""Exports for other engines: every table as Parquet (results partitioned by benchmark, hive-style) or CSV."""
+"""Exports for other engines: every table as Parquet (results partitioned by benchmark, hive-style) or CSV (text
+cells neutralised for spreadsheets, as every CSV the collector writes)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Literal
 import duckdb
 
 from .errors import CollectorError
+from .render.csvsafe import neutralise_sql
 from .store import DERIVED_TABLES, SIDE_TABLES, connect
 from .tables import TABLES
 
@@ -40,9 +42,19 @@ def export(db: Path, fmt: Format, out: Path) -> dict[str, int]:
                 options = "FORMAT parquet, COMPRESSION zstd"
             else:
                 options = "FORMAT csv, HEADER true"
-            con.execute(f"COPY {table} TO '{target}' ({options})")
+            con.execute(f"COPY {_source(con, table) if fmt == 'csv' else table} TO '{target}' ({options})")
     except duckdb.Error as exc:
         raise CollectorError(f"export failed: {exc}") from exc
     finally:
         con.close()
     return counts
+
+
+def _source(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """The table for a CSV: its VARCHAR columns neutralised for spreadsheets, every other column as it is."""
+    columns = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [table],
+    ).fetchall()
+    cells = [neutralise_sql(name) if kind == "VARCHAR" else f'"{name}"' for name, kind in columns]  # our own names
+    return f"(SELECT {', '.join(cells)} FROM {table})"

@@ -25,7 +25,22 @@ class Metrics:
         )
         self.db_size = Gauge("flopfleet_db_size_bytes", "DuckDB file plus write-ahead log", registry=self.registry)
         self.sql = Counter("flopfleet_sql_queries", "SQL queries, by outcome", ["outcome"], registry=self.registry)
+        self.shed = Counter(
+            "flopfleet_http_connections_shed", "Idle or stalled connections closed to make room for new ones",
+            registry=self.registry,
+        )  # fmt: skip
+        self.storage_failed = Gauge(
+            "flopfleet_storage_failed", "1 while the database cannot be written (see /healthz)", registry=self.registry
+        )
+
+    def refusal(self, reason: str, status: int) -> None:
+        """A request refused before it reached the app (``http_limits``), counted with the app's own answers."""
+        if status:
+            self.requests.labels("-", f"(refused: {reason})", str(status)).inc()
+        else:
+            self.shed.inc()
 
     def render(self, store: Store) -> bytes:
         self.db_size.set(store.size_bytes())
+        self.storage_failed.set(1 if store.failure is not None else 0)
         return generate_latest(self.registry)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -28,6 +29,19 @@ class Settings:
     db_threads: int = 1
     sql_timeout_s: float = 10.0
     sql_max_rows: int = 10_000
+    sql_max_bytes: int = 16 * 1024 * 1024  # of one SQL answer's values; past it the answer is cut, truncated
+    # DuckDB's buffer-managed memory (joins, sorts, aggregates of SQL queries and pages), e.g. 4GB; auto: 40 % of
+    # the machine's memory, leaving the rest to ingest, the validation workers and the answers being built.
+    db_memory_limit: str = "auto"
+    # Host names the collector answers to, comma-separated (*.example.org and * allowed). auto: the loopback
+    # names and the listening address where reads need no token (DNS rebinding), any host where every read does.
+    allowed_hosts: str = "auto"
+    max_header_bytes: int = 16 * 1024  # request line and headers; more is answered 431
+    header_timeout_s: float = 10.0  # from connecting (or the last answer) until the headers are in
+    body_timeout_s: float = 60.0  # from the headers until the whole body is in
+    idle_timeout_s: float = 5.0  # a kept-alive connection with no new request is closed after this
+    max_connections: int = 1000  # open at once; also kept under the open-file limit. Past it, idle ones go first
+    write_timeout_s: float = 120.0  # the longest a post waits for the database before it is answered 503
     log_level: str = "info"
     log_format: str = "json"  # json | text
 
@@ -46,6 +60,12 @@ class Settings:
             object.__setattr__(self, "validate_workers", min(4, max(0, (os.cpu_count() or 1) - 1)))
         if self.db_threads < 1:
             raise CollectorError("db_threads must be at least 1")
+        if min(self.sql_max_bytes, self.max_header_bytes) < 1024 or self.max_connections < 1:
+            raise CollectorError("sql_max_bytes and max_header_bytes must be at least 1024, max_connections 1")
+        if min(self.header_timeout_s, self.body_timeout_s, self.idle_timeout_s, self.write_timeout_s) <= 0:
+            raise CollectorError("header_timeout_s, body_timeout_s, idle_timeout_s and write_timeout_s must be > 0")
+        if self.db_memory_limit != "auto" and not re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", self.db_memory_limit):
+            raise CollectorError(f"db_memory_limit {self.db_memory_limit!r} is not 'auto' or a size such as 4GB")
         if self.log_format not in ("json", "text"):
             raise CollectorError(f"log_format {self.log_format!r} is not one of: json, text")
 
@@ -62,3 +82,13 @@ class Settings:
                     raise CollectorError(f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a valid {f.name}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+    def duckdb_memory_limit(self) -> str:
+        """``db_memory_limit`` as DuckDB takes it."""
+        if self.db_memory_limit != "auto":
+            return self.db_memory_limit.replace(" ", "")
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return "4GB"
+        return f"{max(256, int(total * 0.4) >> 20)}MB"

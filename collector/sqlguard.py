@@ -1,26 +1,57 @@
-"""Read-only SQL for users: exactly one SELECT-like statement, in a read-only transaction, with a time limit and a
-row cap that sets ``truncated``.
+"""Read-only SQL for users: exactly one SELECT-like statement, in a read-only transaction, with a time limit and
+caps on rows and on bytes that set ``truncated``.
 
 The statement is classified by DuckDB's own parser (``extract_statements``), not by pattern matching, so
-comments, string literals and odd spacing cannot smuggle a second statement or a write past the check. The
-server's database also has external access off and its configuration locked (``Store.harden``), so a SELECT
-cannot read files either.
+comments, string literals and odd spacing cannot smuggle a second statement or a write past the check. Its syntax
+tree (``json_serialize_sql``) is then walked for what a reader must not reach even in a SELECT: the server's
+settings and file paths (``current_setting``, ``duckdb_settings()``, ``duckdb_databases``, ``pg_settings``…),
+maintenance (``checkpoint()``, log truncation) and SQL run from a string (``query()``). The server's database also
+has external access off and its configuration locked (``Store.harden``), so a SELECT cannot read files either, and
+errors reach the reader with server paths cut out.
+
+Rows are fetched in small batches and counted in bytes as they come, so a query of huge values stops at
+``max_bytes`` instead of building its whole answer; DuckDB computes one vector (up to 2,048 rows) at a time, so
+that much of a query's rows can exist for a moment before the cap applies.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 
 from .errors import QueryFailed, QueryRefused
+from .redact import scrub
 
 ALLOWED = {"SELECT", "EXPLAIN"}
 MAX_SQL_CHARS = 20_000
+#: An answer's values stop at this many bytes unless the caller says otherwise (the server's ``sql_max_bytes``).
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+#: Rows converted to Python at a time, so the byte cap is checked often.
+FETCH_ROWS = 64
+#: Functions, table functions and views a reader may not use: server settings and paths, maintenance, logs,
+#: secrets, SQL from a string, sleeping. Besides these, every ``duckdb_*`` and ``pragma_*`` name not in SAFE.
+DENIED = frozenset({
+    "current_setting", "getenv", "checkpoint", "force_checkpoint", "query", "query_table", "truncate_duckdb_logs",
+    "write_log", "which_secret", "add_grammar_extension", "remove_grammar_extension", "sleep_ms", "pg_sleep",
+    "pg_settings", "glob",
+})  # fmt: skip
+DENIED_PREFIXES = ("duckdb_", "pragma_", "enable_", "disable_")
+#: The catalog's own description of the tables and views: what a SQL user needs to find their way.
+SAFE = frozenset({
+    "duckdb_tables", "duckdb_views", "duckdb_columns", "duckdb_schemas", "duckdb_constraints", "duckdb_indexes",
+    "duckdb_sequences", "duckdb_types", "duckdb_functions", "duckdb_keywords", "duckdb_dependencies",
+    "pragma_table_info",
+})  # fmt: skip
+_EXPLAIN = re.compile(r"^\s*(?:(?:/\*.*?\*/|--[^\n]*\n)\s*)*EXPLAIN\s+(?:ANALYZE\s+)?(?:\([^)]*\)\s*)?(?P<inner>.+)$",
+                      re.IGNORECASE | re.DOTALL)  # fmt: skip
 
 
 class QueryTimeout(QueryFailed):
@@ -33,6 +64,40 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     truncated: bool
     elapsed_s: float = 0.0
+    truncated_by: Literal["max_rows", "max_bytes"] | None = None  # which cap cut the answer
+
+
+def _names(tree: Any) -> Iterator[str]:
+    """Every function and table name a serialized statement refers to, lower-cased."""
+    if isinstance(tree, dict):
+        if tree.get("class") == "FUNCTION" and isinstance(tree.get("function_name"), str):
+            yield tree["function_name"].lower()
+        if tree.get("type") == "BASE_TABLE" and isinstance(tree.get("table_name"), str):
+            yield tree["table_name"].lower()
+        for value in tree.values():
+            yield from _names(value)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _names(value)
+
+
+def _denied(name: str) -> bool:
+    return name in DENIED or (name.startswith(DENIED_PREFIXES) and name not in SAFE)
+
+
+def _check_select(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    row = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        raise QueryRefused(
+            f"this query cannot be checked ({tree.get('error_message', 'no syntax tree')}); write it as a plain SELECT"
+        )
+    refused = sorted({name for name in _names(tree) if _denied(name)})
+    if refused:
+        raise QueryRefused(
+            f"{', '.join(refused)} cannot be used here: the server's settings, files and maintenance are not for "
+            "readers"
+        )
 
 
 def check_sql(con: duckdb.DuckDBPyConnection, sql: str) -> str:
@@ -50,23 +115,62 @@ def check_sql(con: duckdb.DuckDBPyConnection, sql: str) -> str:
     kind = statements[0].type.name
     if kind not in ALLOWED:
         raise QueryRefused(f"only SELECT queries are allowed (read-only); this is a {kind} statement")
+    if kind == "EXPLAIN":
+        match = _EXPLAIN.match(sql)
+        if match is None:
+            raise QueryRefused("this EXPLAIN cannot be checked; write it as EXPLAIN SELECT ...")
+        check_sql(con, match.group("inner"))
+    else:
+        _check_select(con, sql)
     return sql
 
 
+def size_of(value: Any) -> int:
+    """About how many bytes ``value`` takes in an answer (text and blobs by length, other scalars as 8)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return 8 + sum(size_of(v) for v in value)
+    if isinstance(value, dict):
+        return 8 + sum(size_of(k) + size_of(v) for k, v in value.items())
+    return 8
+
+
 def run_query(
-    con: duckdb.DuckDBPyConnection, sql: str, *, max_rows: int, timeout_s: float | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    max_rows: int,
+    timeout_s: float | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> QueryResult:
-    """Run one checked statement in a read-only transaction; interrupted after ``timeout_s``."""
+    """Run one checked statement in a read-only transaction; interrupted after ``timeout_s``, cut at ``max_rows``
+    rows or ``max_bytes`` bytes of values."""
     check_sql(con, sql)
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     began = time.perf_counter()
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    cut: Literal["max_rows", "max_bytes"] | None = None
     con.execute("BEGIN TRANSACTION READ ONLY")
     try:
         if timer is not None:
             timer.start()
         cursor = con.execute(sql)
         columns = [d[0] for d in cursor.description or []]
-        rows = cursor.fetchmany(max_rows + 1)
+        while cut is None:
+            batch = cursor.fetchmany(min(FETCH_ROWS, max_rows + 1 - len(rows)))
+            if not batch:
+                break
+            for row in batch:
+                size += sum(size_of(v) for v in row)
+                if size > max_bytes:
+                    cut = "max_bytes"
+                    break
+                if len(rows) == max_rows:
+                    cut = "max_rows"
+                    break
+                rows.append(row)
     except duckdb.InterruptException as exc:
         raise QueryTimeout(f"the query ran past the time limit of {timeout_s:g} s and was stopped") from exc
     except duckdb.Error as exc:
@@ -76,9 +180,10 @@ def run_query(
             timer.cancel()
         with suppress(duckdb.Error):
             con.execute("ROLLBACK")
-    return QueryResult(columns, rows[:max_rows], len(rows) > max_rows, time.perf_counter() - began)
+    return QueryResult(columns, rows, cut is not None, time.perf_counter() - began, cut)
 
 
 def _first_line(exc: BaseException) -> str:
+    """DuckDB's message, first line, with any server path cut out."""
     lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return scrub(lines[0]) if lines else type(exc).__name__

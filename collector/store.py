@@ -10,6 +10,13 @@ every result appended since it last did, after a few commits or as soon as it is
 (``settle``, which pages, reports and SQL wait on), so one statement's fixed cost is paid per several commits.
 Results are only ever appended, so "appended since" is a rowid range; after a crash, the runs left without figures
 get them when the collector starts again.
+
+A storage failure is an answer, not a hang. When a write fails (a full disk, an unwritable folder), the run is
+answered 503 (the agent keeps it and sends it again) and the store is ``failed``: posts and reads are answered 503
+at once, ``/healthz`` and ``/readyz`` say why, and the writer probes the disk every few seconds. When DuckDB has
+invalidated the database (a failed checkpoint is fatal to it), the probe reopens the file, which replays its
+write-ahead log: every run acknowledged before stays. Once a probe writes, the store serves again by itself; the
+process does not exit, so agents and a supervisor see one collector that says what is wrong until it is fixed.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,8 +37,9 @@ import duckdb
 
 from schemas import RunSubmission
 
-from .errors import DatabaseBusy, NotFound, RunConflict
+from .errors import DatabaseBusy, NotFound, RunConflict, StorageUnavailable
 from .figures import DEFINITIONS_DDL, FIGURES_DDL, compute_sql, definitions_insert
+from .redact import scrub
 from .reference import ReferenceValue
 from .tables import INCOMING, TABLES, ddl, insert_sql, parse_sql
 from .validation import compress, digest
@@ -70,6 +79,27 @@ IDLE_CHECKPOINT_S = 0.5
 FIGURES_EVERY = 8
 #: ... or after this long without runs, or at once when a reader waits for them.
 FIGURES_IDLE_S = 0.02
+#: The longest ``close`` waits for the writer to finish what it is doing.
+CLOSE_WAIT_S = 10.0
+#: How often a failed store probes its disk (first, then doubling up to the last).
+PROBE_EVERY_S = (1.0, 10.0)
+#: Put on the writer's queue to wake it: a reader saw the database fail.
+_WAKE = object()
+
+
+@dataclass(frozen=True)
+class StorageFailure:
+    """Why the store cannot write now; ``invalidated``: DuckDB must reopen the file before anything else."""
+
+    reason: str
+    since: datetime
+    invalidated: bool
+
+    def message(self) -> str:
+        return (
+            f"the collector cannot store runs now: {self.reason} (since {self.since:%Y-%m-%d %H:%M:%S} UTC); it "
+            "retries by itself, and agents keep their runs and send them again"
+        )
 
 
 @dataclass(frozen=True)
@@ -90,6 +120,26 @@ class _Pending:
     source: str
     token_name: str | None
     done: Future[Stored] = field(default_factory=Future)
+
+
+#: What DuckDB raises when the file cannot be written (full disk, unwritable folder, invalidated database): the
+#: store fails, rather than blaming the run.
+STORAGE_ERRORS = (duckdb.IOException, duckdb.TransactionException, duckdb.OutOfMemoryException, duckdb.FatalException)
+
+
+def _resolve(p: _Pending, result: Stored | None = None, error: BaseException | None = None) -> None:
+    """Answer a run's request once (a failure path may reach a run already answered)."""
+    if p.done.done():
+        return
+    if error is not None or result is None:
+        p.done.set_exception(error or RuntimeError(f"run {p.run_id} was not stored"))
+    else:
+        p.done.set_result(result)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:500] if lines else type(exc).__name__
 
 
 def connect(path: Path, *, read_only: bool = False, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
@@ -117,8 +167,13 @@ class Store:
         )
         if threads is not None:
             config["threads"] = threads
+        self._config = config
         self._con = connect(path, read_only=read_only, config=config)
-        self._queue: queue.Queue[_Pending | None] = queue.Queue()
+        self._hardened = False
+        self._memory_limit: str | None = None
+        self.failure: StorageFailure | None = None
+        self._probe_failed = ""  # why the last probe failed, so that each new reason is logged once
+        self._queue: queue.Queue[_Pending | object | None] = queue.Queue()
         self._writers: list[threading.Thread] = []
         self._writer_lock = threading.Lock()
         # Runs already stored are left out by the parse itself, and the last statement answers which went in. The
@@ -139,12 +194,17 @@ class Store:
             self._migrate()
 
     def close(self) -> None:
+        """Stop the writer (it answers what is queued first) and close the file; never waits on a stuck disk for
+        more than ``CLOSE_WAIT_S``."""
         for _ in self._writers:
             self._queue.put(None)
         for writer in self._writers:
-            writer.join()
+            writer.join(CLOSE_WAIT_S)
+            if writer.is_alive():
+                log.error("the writer did not stop within %g s; closing anyway", CLOSE_WAIT_S)
         self._writers = []
-        self._con.close()
+        with suppress(duckdb.Error):
+            self._con.close()
 
     def __enter__(self) -> Store:
         return self
@@ -153,14 +213,28 @@ class Store:
         self.close()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor for one request or command: cheap, and safe to use from its own thread."""
-        return self._con.cursor()
+        """A cursor for one request or command: cheap, and safe to use from its own thread; StorageUnavailable
+        while the store has failed."""
+        if self.failure is not None:
+            raise StorageUnavailable(self.failure.message())
+        try:
+            return self._con.cursor()
+        except duckdb.ConnectionException as exc:  # closed under us while being reopened
+            raise StorageUnavailable(f"the database is being reopened: {exc}") from exc
 
-    def harden(self) -> None:
-        """For a server that answers users' SQL: no file, network or extension access, and no more SET."""
-        cur = self.cursor()
+    def harden(self, memory_limit: str | None = None) -> None:
+        """For a server that answers users' SQL: no file, network or extension access, a memory limit on what DuckDB
+        manages, memory handed back to the system after a large query, and no more SET."""
+        cur = self._con.cursor()
         cur.execute("SET enable_external_access = false")
+        if memory_limit:
+            cur.execute(f"SET memory_limit = '{memory_limit}'")
+        # Without background threads DuckDB's allocator keeps what a large answer took (measured: 1 GB held for
+        # minutes after one query); with them it is back within two seconds.
+        cur.execute("SET allocator_background_threads = true")
         cur.execute("SET lock_configuration = true")
+        self._hardened = True
+        self._memory_limit = memory_limit
 
     def size_bytes(self) -> int:
         """The database file and its write-ahead log."""
@@ -168,11 +242,14 @@ class Store:
         return sum(p.stat().st_size for p in (self.path, wal) if p.exists())
 
     def ready(self) -> bool:
+        """Whether the database answers with this collector's layout (False, not an error, while it has failed)."""
+        if self.failure is not None:
+            return False
         row = self.cursor().execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
         return row is not None and int(row[0]) == DB_VERSION
 
     def _migrate(self) -> None:
-        cur = self.cursor()
+        cur = self._con.cursor()  # also while failed: a probe reopening the file migrates it
         cur.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         row = cur.execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
         if row is not None and int(row[0]) > DB_VERSION:
@@ -241,6 +318,10 @@ class Store:
         """``add_run`` without waiting, for the server's event loop, given the run's JSON as received (validated):
         ``sha256`` is its digest and ``payload`` the same gzip-compressed (as the client sent it, or compressed
         once), as stored."""
+        if self.failure is not None:
+            refused: Future[Stored] = Future()
+            refused.set_exception(StorageUnavailable(self.failure.message()))
+            return refused
         pending = _Pending(
             run_id=run_id,
             results=results,
@@ -270,21 +351,31 @@ class Store:
         self._insert(self.cursor(), [], commit=False)
 
     def _write_loop(self) -> None:
-        cur = self.cursor()  # each writer its own connection to the database: its own transactions
+        """Commit groups of queued runs until told to stop. Nothing escapes it: a failure is answered to the runs it
+        concerns and turns the store ``failed`` until a probe writes again."""
+        cur = self._con.cursor()  # each writer its own connection to the database: its own transactions
         unflushed = False  # committed since the last checkpoint
         while True:
+            if self.failure is not None:
+                recovered = self._recover()
+                if recovered is None:
+                    return
+                cur, unflushed = recovered, True  # the probe wrote: fold the log in at the next pause
+                continue
             idle = FIGURES_IDLE_S if self._unfigured else IDLE_CHECKPOINT_S if unflushed else None
             try:
                 first = self._queue.get(timeout=idle)
             except queue.Empty:
                 if self._unfigured:
-                    self._compute_figures(cur)
+                    self._guarded(self._compute_figures, cur)
                 else:
-                    unflushed = not self._checkpoint(cur)
+                    unflushed = not self._guarded(self._checkpoint, cur)
                 continue
             if first is None:
-                self._compute_figures(cur)
+                self._guarded(self._compute_figures, cur)
                 return
+            if not isinstance(first, _Pending):  # _WAKE: a reader saw the database fail
+                continue
             group = [first]
             # Runs that queued during the last commit form the group at once; a run that found the writer idle
             # waits LINGER_S for a burst to gather.
@@ -297,11 +388,82 @@ class Store:
                 if more is None:
                     self._queue.put(None)  # the stop signal is for the loop above; hand it back
                     break
-                group.append(more)
-            self._commit_group(cur, group)
+                if isinstance(more, _Pending):
+                    group.append(more)
+            self._guarded(self._commit_group, cur, group)
             unflushed = True
-            if self._unfigured >= FIGURES_EVERY or self._settle_wanted:
-                self._compute_figures(cur)
+            if self.failure is None and (self._unfigured >= FIGURES_EVERY or self._settle_wanted):
+                self._guarded(self._compute_figures, cur)
+
+    def _guarded(self, work: Any, cur: duckdb.DuckDBPyConnection, group: list[_Pending] | None = None) -> Any:
+        """``work(cur[, group])``; a failure becomes the store's, and every run of ``group`` still unanswered is
+        answered 503 (none of them was acknowledged, so none is lost: its agent sends it again)."""
+        try:
+            return work(cur) if group is None else work(cur, group)
+        except Exception as exc:
+            failure = self._fail(exc)
+            for p in group or ():
+                _resolve(p, error=StorageUnavailable(failure.message()))
+            return False
+
+    def _fail(self, exc: BaseException) -> StorageFailure:
+        invalidated = isinstance(exc, duckdb.FatalException)
+        reason = scrub(_first_line(exc), self.path)
+        if self.failure is None or (invalidated and not self.failure.invalidated):
+            self.failure = StorageFailure(reason, datetime.now(timezone.utc), invalidated)
+            log.error("storage failed: %s", reason, exc_info=exc)
+        with self._figured:  # readers waiting for figures get the failure instead
+            self._settle_wanted = False
+            self._figured.notify_all()
+        return self.failure
+
+    def report_fatal(self, exc: BaseException) -> None:
+        """A reader saw DuckDB invalidate the database: fail, and wake the writer to reopen it."""
+        if isinstance(exc, duckdb.FatalException):
+            self._fail(exc)
+            self._queue.put(_WAKE)
+
+    def _recover(self) -> duckdb.DuckDBPyConnection | None:
+        """While failed: answer queued runs 503 and probe every few seconds; the writer's new cursor once a probe
+        writes, None when told to stop."""
+        wait = PROBE_EVERY_S[0]
+        while True:
+            try:
+                item = self._queue.get(timeout=wait)
+            except queue.Empty:
+                cur = self._probe()
+                if cur is not None:
+                    return cur
+                wait = min(wait * 2, PROBE_EVERY_S[1])
+                continue
+            if item is None:
+                return None
+            if isinstance(item, _Pending) and self.failure is not None:
+                _resolve(item, error=StorageUnavailable(self.failure.message()))
+
+    def _probe(self) -> duckdb.DuckDBPyConnection | None:
+        """Reopen the file if DuckDB invalidated it, then write one small transaction; a cursor if that worked."""
+        assert self.failure is not None
+        try:
+            if self.failure.invalidated:
+                with suppress(duckdb.Error):
+                    self._con.close()
+                self._con = connect(self.path, config=self._config)
+                if self._hardened:
+                    self.harden(self._memory_limit)
+                self._migrate()
+            cur = self._con.cursor()
+            cur.execute("INSERT OR REPLACE INTO meta VALUES ('last_probe', ?)", [datetime.now(timezone.utc)])
+        except Exception as exc:
+            why = scrub(_first_line(exc), self.path)
+            (log.warning if why != self._probe_failed else log.debug)("storage still failing: %s", why)
+            self._probe_failed = why
+            if isinstance(exc, duckdb.FatalException) and not self.failure.invalidated:
+                self._fail(exc)
+            return None
+        log.warning("storage recovered after failing since %s: %s", self.failure.since, self.failure.reason)
+        self.failure, self._probe_failed = None, ""
+        return cur
 
     @property
     def settled(self) -> bool:
@@ -329,8 +491,11 @@ class Store:
                 cur.execute(f"INSERT INTO figures {compute_sql(appended)}")
                 following = self._next_rowid(cur)
                 cur.commit()
+            except duckdb.FatalException:
+                raise
             except Exception:  # they are computed again when the collector next starts
-                cur.rollback()
+                with suppress(duckdb.Error):
+                    cur.rollback()
                 log.exception("computing figures failed; runs stored since the last time have none until restart")
                 following = self._next_rowid(cur)
             self._figures_from = following
@@ -344,6 +509,8 @@ class Store:
         long SQL query may be) and it should be tried again at the next pause."""
         try:
             cur.execute("CHECKPOINT")
+        except duckdb.FatalException:
+            raise
         except duckdb.Error as exc:
             log.debug("checkpoint postponed: %s", exc)
             return False
@@ -359,6 +526,8 @@ class Store:
                 firsts[p.run_id] = p
         try:
             stored_now = self._insert(cur, list(firsts.values()))
+        except STORAGE_ERRORS:
+            raise
         except Exception:  # one bad run must not sink the others: try each alone
             log.warning("group commit of %d runs failed; committing them one by one", len(firsts), exc_info=True)
             for p in firsts.values():
@@ -366,7 +535,7 @@ class Store:
         else:
             for p in firsts.values():
                 if p.run_id in stored_now:
-                    p.done.set_result(Stored(p.run_id, "created", p.results))
+                    _resolve(p, Stored(p.run_id, "created", p.results))
                 else:
                     later.append(p)
         if later:
@@ -388,17 +557,19 @@ class Store:
         error: Exception | None = None
         try:
             stored_now = self._insert(cur, [p])
+        except STORAGE_ERRORS:
+            raise
         except Exception as exc:  # handed to the request that sent this run
             stored_now, error = set(), exc
         if p.run_id in stored_now:
-            p.done.set_result(Stored(p.run_id, "created", p.results))
+            _resolve(p, Stored(p.run_id, "created", p.results))
             return
         # Already stored (a retry racing its original, or a copy earlier in the same group), or it failed.
         stored = self._stored_hashes(cur, [p.run_id])
         if p.run_id in stored:
             self._settle_duplicate(cur, p, stored[p.run_id])
         else:
-            p.done.set_exception(error or RuntimeError(f"run {p.run_id} was not stored"))
+            _resolve(p, error=error or RuntimeError(f"run {p.run_id} was not stored"))
 
     def _insert(self, cur: duckdb.DuckDBPyConnection, runs: list[_Pending], *, commit: bool = True) -> set[str]:
         """Store those of ``runs`` not stored yet, in one transaction; the run_ids it stored."""
@@ -429,7 +600,8 @@ class Store:
                 cur.rollback()
                 stored_now = set()
         except BaseException:
-            cur.rollback()
+            with suppress(duckdb.Error):  # a failed COMMIT has ended the transaction already
+                cur.rollback()
             raise
         finally:
             cur.unregister("incoming")
@@ -446,9 +618,9 @@ class Store:
                 gzip.decompress(row[0])
             ) == RunSubmission.model_validate_json(p.document)
             if not same:
-                p.done.set_exception(RunConflict(f"run {p.run_id} is already stored with different content"))
+                _resolve(p, error=RunConflict(f"run {p.run_id} is already stored with different content"))
                 return
-        p.done.set_result(Stored(p.run_id, "duplicate", p.results))
+        _resolve(p, Stored(p.run_id, "duplicate", p.results))
 
     # -- side tables: published figures and prices (rare administrative writes) ---------------------------------
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
 from collector.app import create_app
+from collector.server import server_config
 from collector.settings import Settings
-from collector.tokens import TokenStore
+from collector.tokens import SCOPES, TokenStore
 
 
 class _ThreadServer(uvicorn.Server):
@@ -36,16 +37,11 @@ class Collector:
 
 @contextlib.contextmanager
 def serve_collector(db: Path, **settings: object) -> Iterator[Collector]:
-    """A collector on a free port of 127.0.0.1 with one write token, ``Collector.token``."""
+    """A collector on a free port of 127.0.0.1 with one token of every scope, ``Collector.token``."""
     tokens = TokenStore(db)
-    token = tokens.create(f"test-{len(tokens.list())}")
-    config = uvicorn.Config(
-        create_app(Settings(db=db, port=0, **settings)),  # type: ignore[arg-type]
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="on",
-    )
+    token = tokens.create(f"test-{len(tokens.list())}", SCOPES)
+    chosen = Settings(db=db, port=0, log_level="warning", **settings)  # type: ignore[arg-type]
+    config = server_config(create_app(chosen), chosen, host="127.0.0.1", port=0, lifespan="on")
     server = _ThreadServer(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -65,17 +61,22 @@ def serve_collector(db: Path, **settings: object) -> Iterator[Collector]:
 class CollectorProcess:
     """``flopfleet-collector serve`` in its own process, so a test can SIGKILL it and start it again."""
 
-    def __init__(self, db: Path, port: int = 0) -> None:
+    def __init__(
+        self, db: Path, port: int = 0, env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None
+    ) -> None:
+        import os
         import subprocess
         import sys
 
         self.db = db
         port_file = db.with_name(f"port-{time.monotonic_ns()}")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "serve", "--db", str(db), "--port", str(port), "--port-file",
-             str(port_file), "--log-level", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        self.log = db.with_name(port_file.name + ".log")  # the collector's own log, for a failing test to show
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "collector", "serve", "--db", str(db), "--port", str(port), "--port-file",
+                 str(port_file), "--log-level", "warning"],
+                stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, **(env or {})}, preexec_fn=preexec,
+            )  # fmt: skip
         deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text()):
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -1,6 +1,14 @@
-"""The report as Markdown, for READMEs and issues: the cross-card table, fleet health, version changes."""
+"""The report as Markdown, for READMEs and issues: the cross-card table, fleet health, version changes.
+
+Every cell and note goes through ``md_text``: names come from runs, so a ``|`` or newline in one must not break the
+table, raw HTML must show as text, and Markdown syntax must not turn a name into a link or emphasis.
+"""
 
 from __future__ import annotations
+
+import re
+
+from schemas.terminal import printable
 
 from ..compare import Comparison
 from ..health import Verdict
@@ -8,19 +16,28 @@ from ..machines import MultiGpuMachine
 from ..regressions import Change
 from .tables import label, spread, value
 
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
+#: One pass, so a backslash added here is never escaped again.
+_BACKSLASHED = re.compile(r"([\\|\[\]`*_])")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|")
+
+def md_text(text: object) -> str:
+    """``text`` as literal Markdown table-cell text: one line, no HTML, no links, emphasis or code spans."""
+    line = printable(_LINE_BREAKS.sub(" ", str(text)))  # other control characters (ESC …) as visible escapes
+    line = "".join(_ENTITIES.get(char, char) for char in line)
+    return _BACKSLASHED.sub(r"\\\1", line)
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(md_text(c) for c in cells) + " |"
 
 
 def comparison_markdown(cmp: Comparison) -> list[str]:
-    head = "| | " + " | ".join(_escape(c.label) for c in cmp.cards) + " |"
     lines = [
-        head,
+        "| | " + " | ".join(md_text(c.label) for c in cmp.cards) + " |",
         "|---|" + "---:|" * len(cmp.cards),
-        "| Devices / runs | "
-        + " | ".join("published" if c.published else f"{c.devices} / {c.runs}" for c in cmp.cards)
-        + " |",
+        _row("Devices / runs", *("published" if c.published else f"{c.devices} / {c.runs}" for c in cmp.cards)),
     ]
     for row in cmp.rows:
         cells = []
@@ -28,8 +45,8 @@ def comparison_markdown(cmp: Comparison) -> list[str]:
             text = value(cell, row.digits)
             extra = spread(cell, row.digits)
             cells.append(f"{text} ({extra})" if extra else text)
-        lines.append(f"| {_escape(label(row))} | " + " | ".join(cells) + " |")
-    return lines + [""] + [f"_{note}_" for note in cmp.notes]
+        lines.append(_row(label(row), *cells))
+    return lines + [""] + [f"_{md_text(note)}_" for note in cmp.notes]
 
 
 def report_markdown(
@@ -54,18 +71,14 @@ def report_markdown(
             "| GPU | card | host | verdict | likely cause / notes |",
             "|---|---|---|---|---|",
         ]
-        lines += [
-            f"| {v.device} | {_escape(v.card)} | {v.hostname} | {v.text} | {_escape('; '.join(v.causes))} |"
-            for v in verdicts
-        ]
+        lines += [_row(v.device, v.card, v.hostname, v.text, "; ".join(v.causes)) for v in verdicts]
     if machines:
         lines += ["", "## Multi-GPU machines", "", *machines_markdown(machines)]
     if changes:
         lines += ["", "## Software versions", "", "| GPU model | metric | from | to | change | noise | verdict |",
                   "|---|---|---|---|---:|---:|---|"]  # fmt: skip
         lines += [
-            f"| {_escape(c.gpu_model)} | {c.metric} | {c.before} | {c.after} | {c.ratio - 1:+.1%} | {c.noise:.1%} | "
-            f"{c.verdict} |"
+            _row(c.gpu_model, c.metric, c.before, c.after, f"{c.ratio - 1:+.1%}", f"{c.noise:.1%}", c.verdict)
             for c in changes
         ]
     return "\n".join(lines) + "\n"
@@ -82,5 +95,5 @@ def machines_markdown(machines: list[MultiGpuMachine]) -> list[str]:
         busbw = f"{m.allreduce_busbw_gbps:,.1f}" if m.allreduce_busbw_gbps is not None else ""
         tokens = f"{m.ddp_tokens_per_s:,.0f}" if m.ddp_tokens_per_s is not None else ""
         eff = f"{m.scaling_efficiency:.1%}" if m.scaling_efficiency is not None else ""
-        lines.append(f"| {m.hostname} | {_escape(m.card)} | {gpus} | {m.links} | {busbw} | {tokens} | {eff} |")
+        lines.append(_row(m.hostname, m.card, gpus, m.links, busbw, tokens, eff))
     return lines

@@ -1,18 +1,20 @@
-"""SQL results as a terminal table, CSV or JSON."""
+"""SQL results as a terminal table (every value literal), CSV (neutralised for spreadsheets) or JSON."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, Literal
 from uuid import UUID
 
 from rich.console import Console
 from rich.table import Table
 
+from schemas.terminal import literal
+
 from ..sqlguard import QueryResult
+from .csvsafe import write_csv
 
 
 def plain(value: Any) -> Any:
@@ -31,12 +33,8 @@ def plain(value: Any) -> Any:
 
 
 def as_csv(result: QueryResult) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(result.columns)
-    for row in result.rows:
-        writer.writerow(["" if v is None else plain(v) for v in row])
-    return buf.getvalue()
+    """Numbers as numbers (DECIMAL included), everything else as ``plain`` text, neutralised for spreadsheets."""
+    return write_csv(result.columns, ([v if isinstance(v, Decimal) else plain(v) for v in row] for row in result.rows))
 
 
 def as_json(result: QueryResult) -> str:
@@ -50,7 +48,9 @@ def render_query(result: QueryResult, fmt: Literal["table", "csv", "json"], cons
     elif fmt == "json":
         console.file.write(as_json(result) + "\n")
     else:
-        table = Table(*result.columns, header_style="bold")
+        table = Table(header_style="bold")
+        for column in result.columns:  # names can be data too (PIVOT makes columns of values)
+            table.add_column(literal(column))
         for row in result.rows:
-            table.add_row(*("" if v is None else str(plain(v)) for v in row))
+            table.add_row(*(literal("" if v is None else plain(v)) for v in row))
         console.print(table)

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from ..auth import Writer
+from ..auth import Admin
 from .deps import StoreDep
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
@@ -21,8 +21,8 @@ router = APIRouter(prefix="/api/v1", tags=["operations"])
     response_class=FileResponse,
     responses={200: {"content": {"application/octet-stream": {}}, "description": "A DuckDB file"}},
 )
-async def snapshot(_: Writer, store: StoreDep) -> FileResponse:
-    """Every table as of one moment, in a new DuckDB file (needs a write token: it is all the data)."""
+async def snapshot(_: Admin, store: StoreDep) -> FileResponse:
+    """Every table as of one moment, in a new DuckDB file (needs a token with the admin scope: it is all the data)."""
     folder = Path(tempfile.mkdtemp(prefix="flopfleet-snapshot-"))
     path = await run_in_threadpool(store.snapshot, folder / "flopfleet-snapshot.duckdb")
 

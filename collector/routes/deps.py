@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from ..errors import StorageUnavailable
 from ..metrics import Metrics
 from ..settings import Settings
 from ..store import Store
@@ -21,6 +22,8 @@ async def get_store(request: Request) -> Store:
     """The store once every run acknowledged so far has its figures (they follow its commit by a moment), so that
     a page, report or query read right after a post shows the run."""
     store: Store = request.app.state.store
+    if store.failure is not None:
+        raise StorageUnavailable(store.failure.message())
     if not store.settled:
         await asyncio.to_thread(store.settle)
     return store

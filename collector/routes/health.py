@@ -7,15 +7,25 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..auth import Reader
+from ..store import Store
 from .deps import LiveStoreDep, MetricsDep
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz")
-def healthz() -> dict[str, str]:
-    """The process answers."""
-    return {"status": "ok"}
+def _failed(store: Store) -> JSONResponse | None:
+    failure = store.failure
+    if failure is None:
+        return None
+    body = {"status": "storage_failed", "reason": failure.reason, "since": failure.since.isoformat(),
+            "recovering": True, "reopening": failure.invalidated, "message": failure.message()}  # fmt: skip
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "5"})
+
+
+@router.get("/healthz", responses={503: {"description": "The database cannot be written; the body says why"}})
+async def healthz(store: LiveStoreDep) -> JSONResponse:
+    """The process answers and its database can be written."""
+    return _failed(store) or JSONResponse({"status": "ok"})
 
 
 @router.get("/readyz", responses={503: {"description": "Not ready: the database does not answer, or shutting down"}})
@@ -23,6 +33,9 @@ def readyz(request: Request, store: LiveStoreDep) -> JSONResponse:
     """The database answers with the layout this collector writes, and the server is not shutting down."""
     if getattr(request.app.state, "stopping", False):
         return JSONResponse({"status": "stopping"}, status_code=503)
+    failed = _failed(store)
+    if failed is not None:
+        return failed
     try:
         ok = store.ready()
     except Exception as exc:  # any failure to answer means not ready

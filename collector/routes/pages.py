@@ -2,33 +2,49 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 
 from schemas.labels import describe, headline
 
 from .. import compare, queries
 from ..auth import Reader
-from ..errors import CollectorError, NotFound
+from ..errors import BadRequest, CollectorError, NotFound
 from ..health import Verdict, fleet_health
 from ..regressions import regressions
 from ..render.charts import chart_sections
+from ..render.csvsafe import write_csv
 from ..render.pages import render
 from ..side_by_side import SideBySide
 from ..sqlguard import run_query
 from ..validation import parse_run
 from .deps import SettingsDep, StoreDep
 
+
+class NameConvertor(Convertor[str]):
+    """A card name or GPU id in a path, any character included: ``path``'s ``.*`` stops at a newline (a 404)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+# Starlette looks convertors up by name when a route is declared, so this must run before the routes below.
+register_url_convertor("name", NameConvertor())
 router = APIRouter(tags=["pages"], include_in_schema=False)
 CardsParam = Annotated[list[str] | None, Query()]
 KEY_COLUMNS = (("BF16 matmul", "matmul_bf16"), ("FP16 matmul", "matmul_fp16"), ("BERT fwd+bwd", "bert_fwdbwd"),
                ("memory copy GB/s", "bw_copy"), ("training tokens/s", "train_gpt2_tokens"))  # fmt: skip
+MOST_COMPARED = 4
 
 
 def _page(template: str, **context: object) -> HTMLResponse:
@@ -36,11 +52,7 @@ def _page(template: str, **context: object) -> HTMLResponse:
 
 
 def _csv(header: list[str], rows: list[list[object]], name: str) -> Response:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
+    return Response(write_csv(header, rows), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": f'inline; filename="{name}"'})  # fmt: skip
 
 
@@ -87,7 +99,7 @@ def _comparison_csv(cmp: compare.Comparison, name: str) -> Response:
     return _csv(["", *(c.label for c in cmp.cards)], rows, name)
 
 
-@router.get("/cards/{card:path}", response_class=HTMLResponse)
+@router.get("/cards/{card:name}", response_class=HTMLResponse)
 def card_page(card: str, _: Reader, store: StoreDep) -> HTMLResponse:
     con = store.cursor()
     model = queries.card_model(con, card)
@@ -103,7 +115,7 @@ def card_page(card: str, _: Reader, store: StoreDep) -> HTMLResponse:
                  changes=changes.result())  # fmt: skip
 
 
-@router.get("/gpus/{device:path}", response_class=HTMLResponse)
+@router.get("/gpus/{device:name}", response_class=HTMLResponse)
 def gpu_page(device: str, _: Reader, store: StoreDep) -> HTMLResponse:
     con = store.cursor()
     history = queries.gpu_history(con, device)
@@ -130,16 +142,22 @@ def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
     return _page("run.html", run=run, results=results)
 
 
-def _comparison_for(cards: list[str], store: StoreDep) -> tuple[compare.Comparison | None, str | None]:
-    if not cards:
-        return None, None
-    if not 2 <= len(cards) <= 4:
-        return None, f"choose 2 to 4 cards to compare; {len(cards)} chosen"
+def _refusal(cards: list[str], store: StoreDep, fewest: int) -> str | None:
+    """Why these cards cannot be compared (too few, too many, unknown), or None."""
+    if not fewest <= len(cards) <= MOST_COMPARED:
+        return f"choose {fewest} to {MOST_COMPARED} cards to compare (?cards=A&cards=B); {len(cards)} chosen"
     known = set(queries.card_names(store.cursor()))
     unknown = [c for c in cards if c not in known]
     if unknown:
-        return None, f"unknown card(s): {', '.join(unknown)}"
-    return compare.comparison(store.cursor(), cards), None
+        return f"unknown card(s): {', '.join(map(repr, unknown))}; the known ones are listed at /cards"
+    return None
+
+
+def _comparison_for(cards: list[str], store: StoreDep) -> tuple[compare.Comparison | None, str | None]:
+    if not cards:
+        return None, None
+    message = _refusal(cards, store, fewest=2)
+    return (None, message) if message else (compare.comparison(store.cursor(), cards), None)
 
 
 @router.get("/compare", response_class=HTMLResponse)
@@ -155,14 +173,10 @@ def compare_page(_: Reader, store: StoreDep, cards: CardsParam = None) -> HTMLRe
 @router.get("/compare.csv")
 def compare_csv(_: Reader, store: StoreDep, cards: CardsParam = None) -> Response:
     chosen = _selected(cards)
-    if len(chosen) == 1:
-        cmp: compare.Comparison | None = compare.comparison(store.cursor(), chosen)
-        message = None
-    else:
-        cmp, message = _comparison_for(chosen, store)
-    if cmp is None:
-        raise CollectorError(message or "choose cards with ?cards=...")
-    return _comparison_csv(cmp, "compare.csv")
+    message = _refusal(chosen, store, fewest=1)  # one card is a card page's table
+    if message:
+        raise BadRequest(message)
+    return _comparison_csv(compare.comparison(store.cursor(), chosen), "compare.csv")
 
 
 @router.get("/health", response_class=HTMLResponse)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Request, Response
 from schemas import RunAccepted, RunsPage, RunSummary
 
 from ..auth import Reader, Writer
-from ..errors import BadEncoding, BadGzip, InvalidRun, PayloadTooLarge
+from ..errors import BadEncoding, BadGzip, InvalidRun, PayloadTooLarge, StorageUnavailable
 from .deps import LiveStoreDep, MetricsDep, SettingsDep, StoreDep, ValidatorDep
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
@@ -27,6 +27,7 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
         401: {"description": "No token, or not a valid one"},
         409: {"description": "This run_id is stored with different content"},
         413: {"description": "The body is over the size limit (on the wire or after gunzip)"},
+        503: {"description": "The database cannot store runs now (a full disk, say); send the run again later"},
         415: {"description": "A Content-Encoding other than gzip"},
         422: {"description": "The run is invalid; the message names each failing field"},
     },
@@ -43,10 +44,14 @@ async def post_run(
     checked = await validator.check(body, gzip_it=gzipped is None)
     payload = gzipped if gzipped is not None else checked.gzipped
     assert payload is not None
-    stored = await asyncio.wrap_future(
-        store.submit(body, run_id=checked.run_id, results=checked.results, sha256=checked.sha256, payload=payload,
-                     token_name=token)
-    )  # fmt: skip
+    written = store.submit(body, run_id=checked.run_id, results=checked.results, sha256=checked.sha256,
+                           payload=payload, token_name=token)  # fmt: skip
+    try:  # shielded: the writer still answers the run's future when this request gives up on it
+        stored = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(written)), settings.write_timeout_s)
+    except asyncio.TimeoutError:
+        raise StorageUnavailable(
+            f"the database did not store the run within {settings.write_timeout_s:g} s; send it again"
+        ) from None
     metrics.runs.labels(status=stored.status).inc()
     if stored.status == "created":
         metrics.results.inc(stored.results)

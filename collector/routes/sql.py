@@ -31,11 +31,14 @@ class SqlAnswer(BaseModel):
     rows: list[list[object]]
     row_count: int
     truncated: bool
+    truncated_by: Literal["max_rows", "max_bytes"] | None = Field(default=None, description="Which cap cut it")
     elapsed_ms: float
 
 
 def _answer(result: QueryResult, fmt: Format) -> Response:
     headers = {"X-Truncated": "true" if result.truncated else "false"}
+    if result.truncated_by:
+        headers["X-Truncated-By"] = result.truncated_by
     if fmt == "csv":
         return Response(as_csv(result), media_type="text/csv; charset=utf-8", headers=headers)
     body = SqlAnswer(
@@ -43,6 +46,7 @@ def _answer(result: QueryResult, fmt: Format) -> Response:
         rows=[[plain(v) for v in row] for row in result.rows],
         row_count=len(result.rows),
         truncated=result.truncated,
+        truncated_by=result.truncated_by,
         elapsed_ms=round(result.elapsed_s * 1000, 2),
     )
     return Response(body.model_dump_json(), media_type="application/json", headers=headers)
@@ -52,7 +56,8 @@ async def _run(sql: str, fmt: Format, max_rows: int | None, store: StoreDep, set
                metrics: MetricsDep) -> Response:  # fmt: skip
     cap = min(max_rows or settings.sql_max_rows, settings.sql_max_rows)
     try:
-        result = await run_in_threadpool(run_query, store.cursor(), sql, max_rows=cap, timeout_s=settings.sql_timeout_s)
+        result = await run_in_threadpool(run_query, store.cursor(), sql, max_rows=cap, timeout_s=settings.sql_timeout_s,
+                                         max_bytes=settings.sql_max_bytes)  # fmt: skip
     except CollectorError as exc:
         metrics.sql.labels(outcome=exc.code).inc()
         raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -80,3 +81,69 @@ def test_token_cli_shows_a_token_once_and_keeps_only_its_hash(tmp_path: Path) ->
         TokenStore(db).revoke("lab-a")
     with pytest.raises(TokenError, match="token name"):
         TokenStore(db).create("bad name")
+
+
+def _scoped(db: Path, name: str, *scopes: str) -> str:
+    made = collector_cli("token", "create", "--db", str(db), "--name", name, *(a for s in scopes for a in ("--scope", s)))
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
+
+def test_scopes_let_a_dashboard_read_without_posting_or_downloading(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    agent, dashboard, admin = _scoped(db, "agent"), _scoped(db, "dash", "read"), _scoped(db, "ops", "admin", "read")
+    listed = collector_cli("token", "list", "--db", str(db)).stdout
+    assert "write" in listed and "admin, read" not in listed and "read, admin" in listed  # canonical order
+    with serve_collector(db, read_access="token") as served:
+        body = run_dict([matmul(64, "fp32", 1.0)])
+        assert _post(served.url, body, dashboard).status_code == 403
+        assert _post(served.url, body, agent).status_code == 201
+        as_agent = httpx.get(f"{served.url}/api/v1/runs", headers={"Authorization": f"Bearer {agent}"})
+        assert as_agent.status_code == 403 and "scope 'read'" in as_agent.json()["error"]["message"]
+        as_dashboard = httpx.get(f"{served.url}/api/v1/runs", headers={"Authorization": f"Bearer {dashboard}"})
+        assert as_dashboard.json()["count"] == 1
+        for token, status in ((agent, 403), (dashboard, 403), (admin, 200)):
+            snap = httpx.get(f"{served.url}/api/v1/snapshot", headers={"Authorization": f"Bearer {token}"})
+            assert snap.status_code == status
+    bad = collector_cli("token", "create", "--db", str(db), "--name", "x", "--scope", "root")
+    assert bad.returncode == 1 and "not one of: write, read, admin" in bad.stderr
+
+
+def test_tokens_from_before_scopes_keep_what_they_could_do(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    token = TokenStore(db).create("old", ("write",))
+    data = json.loads(token_file(db).read_text())
+    del data["tokens"][0]["scopes"]  # as written by a collector without scopes
+    token_file(db).write_text(json.dumps(data))
+    assert TokenStore(db).lookup(token).scopes == ("write", "read", "admin")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("broken", ["{not json", '{"tokens": [{"name": 1}]}', '{"tokens": "x"}', "[]", "\x00\xff"])
+def test_a_broken_token_file_keeps_the_last_good_tokens_and_names_no_path(tmp_path: Path, broken: str) -> None:
+    db = tmp_path / "db.duckdb"
+    with serve_collector(db) as served:
+        body = run_dict([matmul(64, "fp32", 1.0)])
+        assert _post(served.url, body, served.token).status_code == 201
+        token_file(db).write_text(broken, encoding="latin-1")  # half-edited by hand, say
+        again = _post(served.url, run_dict([matmul(64, "fp32", 2.0)]), served.token)
+        assert again.status_code == 201  # the tokens read before still hold
+        assert _post(served.url, body, "ffk_unknown").status_code == 401
+    # a collector that starts on the broken file has no tokens to keep: writes wait, answered 503
+    with serve_collector(tmp_path / "other.duckdb") as served:
+        token_file(served.db).write_text(broken, encoding="latin-1")
+        refused = _post(served.url, body, served.token)
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "tokens_unavailable"
+        assert str(tmp_path) not in refused.text and "tokens.json" not in refused.text
+        metrics = httpx.get(f"{served.url}/metrics").text
+        assert 'route="/api/v1/runs",status="503"' in metrics
+
+
+def test_every_refusal_is_counted_in_metrics_as_a_4xx(collector: Collector) -> None:
+    _post(collector.url, run_dict([matmul(64, "fp32", 1.0)]), None)  # 401
+    httpx.get(f"{collector.url}/compare.csv")  # 400
+    httpx.get(f"{collector.url}/cards", headers={"Host": "evil.example"})  # 421
+    httpx.get(f"{collector.url}/cards", headers={"X-Big": "a" * 20_000})  # 431, refused before the app
+    metrics = httpx.get(f"{collector.url}/metrics").text
+    for status in ("401", "400", "421", "431"):
+        assert re.search(rf'flopfleet_http_requests_total{{[^}}]*status="{status}"}} [1-9]', metrics), status
+    assert 'status="500"' not in metrics

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -15,7 +16,7 @@ HOSTILE = [
     ("SELECT * FROM read_csv('/etc/passwd')", 400, "query_failed", "disabled"),
     ("SELECT * FROM read_text('/etc/hostname')", 400, "query_failed", "disabled"),
     ("SELECT * FROM '/etc/passwd'", 400, "query_failed", "does not exist"),  # no replacement scan of files
-    ("SELECT * FROM glob('/*')", 400, "query_failed", "disabled"),
+    ("SELECT * FROM glob('/*')", 400, "query_refused", "glob"),
     ("COPY runs TO '/tmp/stolen.csv'", 400, "query_refused", "COPY"),
     ("ATTACH '/tmp/other.duckdb' AS other", 400, "query_refused", "ATTACH"),
     ("INSTALL httpfs", 400, "query_refused", "LOAD"),  # DuckDB classifies INSTALL as LOAD
@@ -78,3 +79,81 @@ def test_views_answer_as_json_and_csv(collector: Collector) -> None:
     as_csv = httpx.get(f"{collector.url}/api/v1/sql", params={"sql": sql, "format": "csv"})
     assert as_csv.headers["content-type"].startswith("text/csv")
     assert as_csv.text.splitlines() == ["card,dtype,n,tflops", "NVIDIA H100 80GB HBM3 80 GiB · 700 W,bf16,2048,600.0"]
+
+
+SERVER_DETAILS = [
+    "SELECT * FROM duckdb_settings()",
+    "SELECT current_setting('temp_directory')",
+    "SELECT main.current_setting('home_directory')",
+    "SELECT * FROM duckdb_databases()",
+    "SELECT path FROM duckdb_databases",
+    "SELECT * FROM pragma_database_list",
+    "SELECT * FROM pg_catalog.pg_settings",
+    "SELECT * FROM duckdb_extensions()",
+    "SELECT * FROM duckdb_temporary_files()",
+    "WITH s AS (SELECT * FROM duckdb_settings()) SELECT * FROM s",
+    "SELECT (SELECT max(value) FROM duckdb_settings()) AS v",
+    "SELECT list_transform([1], x -> current_setting('temp_directory'))",
+    "SELECT * FROM query('SELECT current_setting(''temp_directory'')')",
+    "EXPLAIN SELECT current_setting('temp_directory')",
+    "FROM checkpoint()",
+    "SELECT * FROM force_checkpoint()",
+    "FROM truncate_duckdb_logs()",
+    "SELECT * FROM enable_logging()",
+]
+
+
+@pytest.mark.parametrize("sql", SERVER_DETAILS)
+def test_server_paths_settings_and_maintenance_are_not_for_readers(collector: Collector, sql: str) -> None:
+    answer = httpx.post(f"{collector.url}/api/v1/sql", json={"sql": sql})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "query_refused"
+    assert "cannot be used here" in answer.json()["error"]["message"]
+    assert str(collector.db.parent) not in answer.text
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT table_name FROM duckdb_tables()", "SELECT * FROM information_schema.columns LIMIT 3",
+     "EXPLAIN SELECT count(*) FROM runs", "SELECT * FROM pragma_table_info('runs')"],
+)  # fmt: skip
+def test_the_catalog_stays_open_for_finding_ones_way(collector: Collector, sql: str) -> None:
+    answer = httpx.post(f"{collector.url}/api/v1/sql", json={"sql": sql})
+    assert answer.status_code == 200, answer.text
+    assert str(collector.db.parent) not in answer.text
+
+
+def test_no_answer_names_a_server_path(collector: Collector) -> None:
+    for sql in ("SELECT * FROM read_parquet('x.parquet')", "SELECT * FROM 'runs.csv'", "SELECT * FROM nope",
+                "SELECT * FROM information_schema.schemata", "SELECT current_database()"):  # fmt: skip
+        answer = httpx.post(f"{collector.url}/api/v1/sql", json={"sql": sql})
+        assert str(collector.db.parent) not in answer.text, (sql, answer.text)
+
+
+def _memory_mb(pid: int, field: str) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split(f"{field}:")[1].split()[0]) / 1024
+
+
+def test_an_answer_of_huge_values_is_cut_by_size_and_its_memory_given_back(tmp_path: Path) -> None:
+    from tests.servers import CollectorProcess
+
+    server = CollectorProcess(tmp_path / "db.duckdb")
+    try:
+        pid = server.proc.pid
+        before = _memory_mb(pid, "VmRSS")
+        sql = "SELECT repeat('x', 1000000) AS x FROM range(1000)"  # the 1 GB answer
+        answer = httpx.get(f"{server.url}/api/v1/sql", params={"sql": sql}, timeout=60)
+        assert answer.status_code == 200
+        body = answer.json()
+        assert (body["truncated"], body["truncated_by"]) == (True, "max_bytes")
+        assert answer.headers["x-truncated-by"] == "max_bytes"
+        assert len(answer.content) < 17 << 20 and body["row_count"] == 16  # 16 MiB of values
+        peak = _memory_mb(pid, "VmHWM") - before
+        assert peak < 1700, f"peak {peak:.0f} MB over the start"  # one DuckDB vector of these rows, ~1 GB
+        time.sleep(4)
+        held = _memory_mb(pid, "VmRSS") - before
+        assert held < 300, f"{held:.0f} MB still held after the query"
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
+    finally:
+        server.stop()
