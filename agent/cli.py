@@ -10,14 +10,20 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
+from rich.text import Text
+
+from schemas.terminal import literal
 
 from . import __version__, render
 from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
 from .errors import AgentError
 
 EXIT_OK = 0
+#: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
 EXIT_FAILED = 1
+#: EX_TEMPFAIL (sysexits.h): measured fine but not delivered; the run is kept in the spool for ``push`` to send.
+EXIT_KEPT = 75
 
 app = typer.Typer(
     name="flopfleet-agent",
@@ -47,6 +53,13 @@ def _names(values: list[str]) -> tuple[str, ...]:
 
 def _upload_config(collector: str | None, token: str | None, spool_dir: Path | None) -> UploadConfig:
     return UploadConfig(collector_url=collector, token=token, spool_dir=spool_dir or default_spool_dir(os.environ))
+
+
+class _CaseColumn(ProgressColumn):
+    """The benchmark and case being measured, as plain text (a TextColumn would read them as markup)."""
+
+    def render(self, task: Task) -> Text:
+        return Text.assemble(literal(task.fields.get("bench", ""), "bold"), " ", literal(task.description))
 
 
 def _default_device() -> str:
@@ -114,7 +127,10 @@ def run(
         bool, typer.Option(help="Read the node layout from torchrun's or Slurm's environment.")
     ] = False,
 ) -> None:
-    """Run a suite, print a summary, write the run JSON and post it to a collector."""
+    """Run a suite, print a summary, write the run JSON and post it to a collector.
+
+    Exits 75 when the run was measured but not delivered: it is kept in the spool for `flopfleet-agent push`.
+    """
     from .distributed.nodes import Nodes, from_launcher
     from .session import execute
     from .upload import deliver
@@ -136,7 +152,7 @@ def run(
         parallel=parallel,
     )
     with Progress(
-        TextColumn("[bold]{task.fields[bench]}[/] {task.description}"),
+        _CaseColumn(),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -157,37 +173,45 @@ def run(
         submission = execute(config, on_event)
     out.print(render.summary_table(submission))
     for line in render.problems(submission):
-        err.print(f"[yellow]note[/]: {line}")
+        err.print(Text.assemble(("note", "yellow"), ": ", line))
     if config.output is not None:
         config.output.parent.mkdir(parents=True, exist_ok=True)
         config.output.write_text(submission.model_dump_json(indent=1), encoding="utf-8")
-        out.print(f"run written to {config.output}")
+        out.print(literal(f"run written to {config.output}"))
     if config.upload.collector_url:
-        import httpx
+        from .upload import new_client
 
-        with httpx.Client() as client:
+        with new_client() as client:
             delivery = deliver(submission, config.upload, client)
-        (out if delivery.status in ("sent", "duplicate") else err).print(render.delivery_line(delivery))
+        delivered = delivery.status in ("sent", "duplicate")
+        (out if delivered else err).print(render.delivery_line(delivery))
+        if not delivered:
+            raise typer.Exit(EXIT_KEPT if delivery.status == "spooled" else EXIT_FAILED)
 
 
 @app.command()
 def push(collector: CollectorOpt = None, token: TokenOpt = None, spool_dir: SpoolOpt = None) -> None:
-    """Send every spooled run to the collector; each file is removed only after a 2xx."""
-    import httpx
+    """Send every spooled run to the collector; each file is removed only on the collector's receipt for it.
 
+    Exits 75 when a run is still spooled, 1 when a spool entry is not a readable run (skipped or failed).
+    """
+    from .upload import new_client
     from .upload import push as push_spooled
 
     config = _upload_config(collector, token, spool_dir)
     if not config.collector_url:
         raise AgentError("push needs --collector URL (or FLOPFLEET_COLLECTOR)")
-    with httpx.Client() as client:
+    with new_client() as client:
         deliveries = push_spooled(config, client)
     if not deliveries:
-        out.print(f"nothing spooled in {config.spool_dir}")
+        out.print(literal(f"nothing spooled in {config.spool_dir}"))
     for delivery in deliveries:
-        out.print(render.delivery_line(delivery))
-    if any(d.status == "failed" for d in deliveries):
-        raise typer.Exit(EXIT_FAILED)
+        (out if delivery.status in ("sent", "duplicate") else err).print(render.delivery_line(delivery))
+    statuses = {d.status for d in deliveries}
+    if statuses & {"failed", "skipped"}:
+        raise typer.Exit(EXIT_FAILED)  # a person has to look: sending again will not help
+    if "spooled" in statuses:
+        raise typer.Exit(EXIT_KEPT)
 
 
 @app.command()
@@ -201,5 +225,5 @@ def main() -> None:
     try:
         app()
     except AgentError as exc:
-        err.print(f"[red]error[/]: {exc}")
+        err.print(Text.assemble(("error", "red"), ": ", literal(exc)))
         sys.exit(EXIT_FAILED)

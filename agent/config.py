@@ -52,13 +52,15 @@ class UploadConfig:
     token: str | None = None
     spool_dir: Path = field(default_factory=lambda: default_spool_dir(os.environ))
     retries: int = 4
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # one deadline per attempt: connect, send and the whole answer
 
     def __post_init__(self) -> None:
         if self.collector_url is not None and not re.match(r"^https?://[^\s/]+", self.collector_url):
             raise ConfigError(f"--collector {self.collector_url!r} is not an http(s) URL like http://host:8000")
         if self.retries < 0:
             raise ConfigError("retries must be >= 0")
+        if not 0 < self.timeout_s <= 3600:
+            raise ConfigError(f"the upload timeout {self.timeout_s} s is not between 0 and 3600 seconds")
 
 
 @dataclass(frozen=True)

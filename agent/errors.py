@@ -4,7 +4,8 @@ AgentError
  ├── ConfigError          a flag or option has a value the agent cannot use
  ├── DeviceError          the requested device is not there
  ├── UploadError          the collector refused the run (4xx): sending again will not help
- └── SpoolError           a spooled run file cannot be read or sent
+ └── SpoolError           a run cannot be written to the spool, or a spooled file cannot be read
+      └── NotARegularFile a spool entry is a FIFO, a symbolic link, a directory …: skipped, never opened
 Benchmark-level failures are not errors here: they become a result's status (see ``runner``).
 """
 
@@ -29,6 +30,10 @@ class UploadError(AgentError):
 
 class SpoolError(AgentError):
     pass
+
+
+class NotARegularFile(SpoolError):
+    """Never opened blocking or followed: a FIFO would hang ``push``, a link would send a file from elsewhere."""
 
 
 class Unsupported(Exception):

@@ -1,4 +1,8 @@
-"""Human output for the agent's commands: rich tables built from the data the commands return."""
+"""Human output for the agent's commands: rich tables and lines built from the data the commands return.
+
+Every piece of data (names, reasons, hostnames, collector messages) goes in as ``schemas.terminal.literal``: shown
+as it is, never read as markup or obeyed as a terminal escape.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from rich.table import Table
+from rich.text import Text
 
 from schemas import Gpu, Machine, Result, RunSubmission
 from schemas.labels import describe, headline, human_bytes
+from schemas.terminal import literal
 
 from .benchmarks import AnyBenchmark
 from .suites import Suite
@@ -70,13 +76,13 @@ def machine_table(machine: Machine) -> Table:
     else:
         rows.append(("memory", [human_bytes(host.memory_bytes) if host.memory_bytes else "-"]))
     for label, values in rows:
-        table.add_row(label, *values)
+        table.add_row(label, *(literal(v) for v in values))
     return table
 
 
 def summary_table(run: RunSubmission) -> Table:
     """One row per benchmark and GPU: best figure, where it was reached, and what did not run."""
-    table = Table(title=f"flopfleet run {run.run_id} ({run.suite}, {run.device})", header_style="bold")
+    table = Table(title=literal(f"flopfleet run {run.run_id} ({run.suite}, {run.device})"), header_style="bold")
     for column in ("benchmark", "gpu", "ok", "best", "at", "% peak", "not ok"):
         table.add_column(column, justify="right" if column in ("ok", "best", "% peak") else "left")
     groups: dict[tuple[str, int | None], list[Result]] = defaultdict(list)
@@ -91,7 +97,7 @@ def summary_table(run: RunSubmission) -> Table:
         for r in results:
             if r.status != "ok":
                 statuses[r.status] += 1
-        table.add_row(
+        cells = (
             name,
             str(gpu_index) if gpu_index is not None else "all" if run.device == "cuda" else "cpu",
             f"{len(ok)}/{len(results)}",
@@ -100,10 +106,11 @@ def summary_table(run: RunSubmission) -> Table:
             f"{best[1].peak_fraction:.0%}" if best and best[1].peak_fraction is not None else "-",
             ", ".join(f"{n} {s}" for s, n in statuses.items()) or "",
         )
+        table.add_row(*(literal(cell) for cell in cells))
     return table
 
 
-def problems(run: RunSubmission) -> list[str]:
+def problems(run: RunSubmission) -> list[Text]:
     """One line per distinct reason a result was not ok, and per flag raised."""
     lines: dict[str, int] = defaultdict(int)
     for r in run.results:
@@ -111,23 +118,27 @@ def problems(run: RunSubmission) -> list[str]:
             lines[f"{r.name}: {r.status}: {r.reason}"] += 1
         for flag in r.flags:
             lines[f"{r.name}: flagged {flag}"] += 1
-    return [f"{text} (x{count})" if count > 1 else text for text, count in lines.items()]
+    return [literal(f"{text} (x{count})" if count > 1 else text) for text, count in lines.items()]
 
 
 def benchmarks_table(suite: Suite, benchmarks: Iterable[AnyBenchmark], cases: dict[str, list[str]]) -> Table:
-    table = Table(title=f"suite {suite.name}: {suite.description}", header_style="bold")
+    table = Table(title=literal(f"suite {suite.name}: {suite.description}"), header_style="bold")
     for column in ("benchmark", "cases", "description", "params"):
         table.add_column(column)
     for bench in benchmarks:
         labels = cases[bench.NAME]
         shown = ", ".join(labels[:4]) + (f", … ({len(labels) - 4} more)" if len(labels) > 4 else "")
-        table.add_row(bench.NAME, str(len(labels)), bench.DESCRIPTION, shown)
+        table.add_row(*(literal(cell) for cell in (bench.NAME, str(len(labels)), bench.DESCRIPTION, shown)))
     return table
 
 
-def delivery_line(delivery: Delivery) -> str:
+def delivery_line(delivery: Delivery) -> Text:
+    """One line per run or spool entry: stored, or not sent and why, and where it is kept."""
     if delivery.status in ("sent", "duplicate"):
         word = "stored" if delivery.status == "sent" else "already stored"
-        return f"run {delivery.run_id}: {word} by the collector ({delivery.detail})"
-    where = f"; kept at {delivery.path}" if delivery.path else ""
-    return f"run {delivery.run_id}: not sent: {delivery.detail}{where}"
+        return literal(f"run {delivery.run_id}: {word} by the collector ({delivery.detail})")
+    if delivery.status == "skipped":
+        return literal(f"spool entry {delivery.path or delivery.run_id}: skipped, left alone: {delivery.detail}")
+    if delivery.path is None:
+        return literal(f"run {delivery.run_id}: not sent and not kept: {delivery.detail}", "bold red")
+    return literal(f"run {delivery.run_id}: not sent: {delivery.detail}; kept at {delivery.path}")

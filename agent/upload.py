@@ -1,37 +1,53 @@
-"""Sending runs to a collector: retries with backoff and jitter, and a spool on disk so no run is lost.
+"""Sending runs to a collector: a deadline per attempt, retries with backoff and jitter, and a spool on disk.
 
-A run that cannot be delivered (collector down, 5xx after retries, or refused) is written to the spool
-directory; ``flopfleet-agent push`` sends spooled runs later and deletes each file only after a 2xx.
+A run leaves the agent only on a *receipt*: a 2xx whose body is the collector's ``RunAccepted`` for that very run.
+Anything else (no answer, 5xx after retries, a refusal, a 2xx from a captive portal or the wrong server) keeps the
+run in the spool with the reason; ``flopfleet-agent push`` sends spooled runs later. Each attempt has one deadline
+for connect, send and receive, and reads at most ``MAX_ANSWER_BYTES`` of the answer, never decompressed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import os
+import json
 import random
+import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from uuid import UUID
 
 import httpx
 
-from schemas import RunSubmission
+from schemas import RunAccepted, RunSubmission
 
 from .config import UploadConfig
+from .errors import NotARegularFile, SpoolError
+from .spool import entries, read_spooled, write_spool
 
 RUNS_PATH = "/api/v1/runs"
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
+#: A receipt is about 100 bytes; an answer is read up to this many and no further.
+MAX_ANSWER_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
 class Delivery:
-    """What happened to one run: sent (2xx), or spooled with the reason it was not sent."""
+    """What became of one run (or spool entry) and why, when it was not delivered.
+
+    ``sent`` / ``duplicate``: the collector's receipt says created / already stored. ``spooled``: kept in the spool
+    to send later. ``failed``: lost (the spool could not be written) or a spool file that is not a readable run.
+    ``skipped``: a spool entry that is not a regular file, left alone. ``run_id`` is the file's name when the run
+    could not be read.
+    """
 
     run_id: str
-    status: Literal["sent", "duplicate", "spooled", "failed"]
+    status: Literal["sent", "duplicate", "spooled", "failed", "skipped"]
     detail: str
     path: Path | None = None
 
@@ -41,26 +57,156 @@ def backoff(attempt: int, rng: random.Random) -> float:
     return rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt))
 
 
-def _error_text(response: httpx.Response) -> str:
+def new_client() -> httpx.Client:
+    """No keep-alive: every attempt opens its own connection, whose socket its deadline can shut."""
+    return httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), follow_redirects=False)
+
+
+class _Deadline:
+    """Shuts the attempt's socket when its time is up, which wakes a blocked read or write at once.
+
+    httpx's timeouts bound each socket operation, so a peer that sends a byte every few seconds never trips them.
+    The socket comes from httpcore's documented ``trace`` request extension as soon as the TCP connection is made.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.passed = False
+        self._lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event != "connection.connect_tcp.complete":
+            return
+        sock = info["return_value"].get_extra_info("socket")
+        if not isinstance(sock, socket.socket):
+            return
+        with self._lock:
+            self._close()
+            # A duplicate descriptor of the same connection: TLS detaches the socket object httpcore gave us.
+            self._socket = sock.dup()
+            if self.passed:
+                self._shut()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.passed = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+    def _close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._close()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    reason: str
+    content_type: str
+    encoding: str
+    body: bytes  # at most MAX_ANSWER_BYTES
+    complete: bool  # False when the answer went on past MAX_ANSWER_BYTES
+
+
+class _NoAnswer(Exception):
+    """The collector could not be reached, hung up, or did not answer before the deadline."""
+
+
+def _exchange(client: httpx.Client, url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> _Answer:
+    """One POST and at most ``MAX_ANSWER_BYTES`` of its answer, all within ``timeout_s``."""
+    with _Deadline(timeout_s) as deadline:
+        try:
+            with client.stream(
+                "POST", url, content=body, headers=headers, timeout=timeout_s, extensions={"trace": deadline.trace}
+            ) as response:
+                kept = bytearray()
+                for chunk in response.iter_raw():
+                    kept += chunk
+                    if len(kept) > MAX_ANSWER_BYTES:
+                        break  # leaving the block closes the connection: the rest is never read
+        except httpx.TransportError as exc:
+            if deadline.passed:
+                raise _NoAnswer(f"no complete answer within the {timeout_s:g} s deadline") from None
+            verb = "could not be reached" if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else "failed"
+            raise _NoAnswer(f"{url} {verb} ({type(exc).__name__}: {exc})") from None
+        if deadline.passed:  # a close-delimited answer cut short by the deadline looks complete
+            raise _NoAnswer(f"no complete answer within the {timeout_s:g} s deadline")
+    return _Answer(
+        status=response.status_code,
+        reason=response.reason_phrase,
+        content_type=response.headers.get("content-type", "")[:100],
+        encoding=response.headers.get("content-encoding", "").strip().lower() or "identity",
+        body=bytes(kept[:MAX_ANSWER_BYTES]),
+        complete=len(kept) <= MAX_ANSWER_BYTES,
+    )
+
+
+def _described(answer: _Answer) -> str:
+    encoded = f"{answer.encoding}-encoded " if answer.encoding != "identity" else ""
+    size = f"{len(answer.body):,} bytes" if answer.complete else f"over {MAX_ANSWER_BYTES:,} bytes"
+    return f"{encoded}{answer.content_type or 'no content type'}, {size}"
+
+
+def _error_text(answer: _Answer) -> str:
+    if answer.encoding != "identity":
+        return f"{answer.reason} ({_described(answer)})"
     try:
-        body = response.json()
-        return str(body["error"]["message"])
+        return str(json.loads(answer.body)["error"]["message"])[:500]
     except (ValueError, KeyError, TypeError):
-        return response.text[:300] or response.reason_phrase
+        return answer.body.decode("utf-8", "replace").strip()[:300] or answer.reason
+
+
+def _receipt(answer: _Answer, run_id: UUID) -> tuple[RunAccepted | None, str]:
+    """The collector's receipt for this run, or why the answer is not one."""
+    code = answer.status
+    if not 200 <= code < 300:
+        return None, f"HTTP {code}: {_error_text(answer)}"
+    receipt = None
+    if answer.complete and answer.encoding == "identity":
+        with contextlib.suppress(ValueError):
+            receipt = RunAccepted.model_validate_json(answer.body)
+    if receipt is None:
+        return None, f"HTTP {code} but the answer is not a flopfleet receipt ({_described(answer)})"
+    if receipt.run_id != run_id:
+        return None, f"HTTP {code} but the answer names run {receipt.run_id}, not this run"
+    return receipt, f"HTTP {code}"
 
 
 def post(
     client: httpx.Client,
     config: UploadConfig,
     body: bytes,
+    run_id: UUID,
     *,
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
-) -> tuple[httpx.Response | None, str]:
-    """POST a run body, retrying connection failures and 5xx; the last response (or None) and why it failed."""
+) -> tuple[RunAccepted | None, str]:
+    """POST a run, retrying no answer and 5xx; the receipt and 'HTTP nnn', or None and why there is none."""
     assert config.collector_url is not None
     url = config.collector_url.rstrip("/") + RUNS_PATH
-    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    headers = {
+        "Content-Type": "application/json",
+        "Content-Encoding": "gzip",
+        "Accept": "application/json",
+        "Accept-Encoding": "identity",  # a receipt is tiny; an encoded answer is refused, so nothing inflates
+        "Connection": "close",  # a fresh connection per attempt, even on a client that pools them
+    }
     body = gzip.compress(body, compresslevel=6)  # run JSON shrinks about tenfold
     if config.token:
         headers["Authorization"] = f"Bearer {config.token}"
@@ -70,14 +216,19 @@ def post(
         if attempt:
             sleep(backoff(attempt - 1, rng))
         try:
-            response = client.post(url, content=body, headers=headers, timeout=config.timeout_s)
-        except httpx.TransportError as exc:
-            why = f"{config.collector_url} could not be reached ({type(exc).__name__}: {exc})"
+            answer = _exchange(client, url, body, headers, config.timeout_s)
+        except _NoAnswer as exc:
+            why = str(exc)
             continue
-        if response.status_code < 500:
-            return response, "" if response.is_success else f"HTTP {response.status_code}: {_error_text(response)}"
-        why = f"HTTP {response.status_code}: {_error_text(response)}"
+        if answer.status < 500:
+            return _receipt(answer, run_id)  # a 4xx or a 2xx that is no receipt will not get better
+        why = f"HTTP {answer.status}: {_error_text(answer)}"
     return None, why
+
+
+def _received(receipt: RunAccepted, detail: str, path: Path | None = None) -> Delivery:
+    status: Literal["sent", "duplicate"] = "sent" if receipt.status == "created" else "duplicate"
+    return Delivery(str(receipt.run_id), status, detail, path)
 
 
 def _first(exc: BaseException) -> str:
@@ -85,55 +236,40 @@ def _first(exc: BaseException) -> str:
     return lines[0][:300] if lines else type(exc).__name__
 
 
-def spool_path(spool_dir: Path, run: RunSubmission) -> Path:
-    stamp = run.started_at.strftime("%Y%m%dT%H%M%SZ")
-    return spool_dir / f"{stamp}-{run.run_id}.json"
-
-
-def write_spool(spool_dir: Path, run: RunSubmission, body: bytes) -> Path:
-    """Atomically: a half-written spool file must never be sent."""
-    spool_dir.mkdir(parents=True, exist_ok=True)
-    path = spool_path(spool_dir, run)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(body)
-    os.replace(tmp, path)
-    return path
-
-
 def deliver(
     run: RunSubmission, config: UploadConfig, client: httpx.Client, *, sleep: Callable[[float], None] = time.sleep
 ) -> Delivery:
-    """Send a run; anything short of a 2xx leaves it in the spool with the reason."""
+    """Send a run; without a receipt for it, it goes to the spool with the reason."""
     body = run.model_dump_json().encode()
-    response, why = post(client, config, body, sleep=sleep)
-    run_id = str(run.run_id)
-    if response is not None and response.is_success:
-        duplicate = response.status_code == 200
-        return Delivery(run_id, "duplicate" if duplicate else "sent", f"HTTP {response.status_code}")
-    path = write_spool(config.spool_dir, run, body)
-    return Delivery(run_id, "spooled", why, path)
+    receipt, why = post(client, config, body, run.run_id, sleep=sleep)
+    if receipt is not None:
+        return _received(receipt, why)
+    try:
+        path = write_spool(config.spool_dir, run, body)
+    except SpoolError as exc:
+        return Delivery(str(run.run_id), "failed", f"{why}; {exc}")
+    return Delivery(str(run.run_id), "spooled", why, path)
 
 
-def spooled(spool_dir: Path) -> list[Path]:
-    return sorted(spool_dir.glob("*.json")) if spool_dir.is_dir() else []
+def _push_one(
+    path: Path, problem: str, config: UploadConfig, client: httpx.Client, sleep: Callable[[float], None]
+) -> Delivery:
+    if problem:
+        return Delivery(path.name, "skipped", problem, path)
+    try:
+        body = read_spooled(path)
+        run = RunSubmission.model_validate_json(body)
+    except NotARegularFile as exc:  # swapped in since the folder was listed
+        return Delivery(path.name, "skipped", str(exc), path)
+    except (OSError, ValueError, SpoolError) as exc:
+        return Delivery(path.stem, "failed", f"unreadable spool file: {_first(exc)}", path)
+    receipt, why = post(client, config, body, run.run_id, sleep=sleep)
+    if receipt is None:
+        return Delivery(str(run.run_id), "spooled", why, path)
+    path.unlink(missing_ok=True)
+    return _received(receipt, why, path)
 
 
 def push(config: UploadConfig, client: httpx.Client, *, sleep: Callable[[float], None] = time.sleep) -> list[Delivery]:
-    """Send every spooled run; a file is deleted only after the collector answered 2xx for it."""
-    deliveries = []
-    for path in spooled(config.spool_dir):
-        try:
-            body = path.read_bytes()
-            run = RunSubmission.model_validate_json(body)
-        except (OSError, ValueError) as exc:
-            # Kept for a person to look at; the other spooled runs still go.
-            deliveries.append(Delivery(path.stem, "failed", f"unreadable spool file: {_first(exc)}", path))
-            continue
-        response, why = post(client, config, body, sleep=sleep)
-        if response is not None and response.is_success:
-            path.unlink()
-            status: Literal["sent", "duplicate"] = "duplicate" if response.status_code == 200 else "sent"
-            deliveries.append(Delivery(str(run.run_id), status, f"HTTP {response.status_code}", path))
-        else:
-            deliveries.append(Delivery(str(run.run_id), "failed", why, path))
-    return deliveries
+    """Send every spooled run; a file is deleted only on the collector's receipt for it, one bad entry stops none."""
+    return [_push_one(path, problem, config, client, sleep) for path, problem in entries(config.spool_dir)]

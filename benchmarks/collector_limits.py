@@ -23,7 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import httpx
@@ -78,7 +78,8 @@ def headers(folder: Path) -> None:
             sock = socket.create_connection(("127.0.0.1", port), timeout=30)
             began = time.perf_counter()
             try:
-                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (size_mib << 20) + b"\r\n\r\n")
+                head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+                sock.sendall(head + b"a" * (size_mib << 20) + b"\r\n\r\n")
                 answer = sock.recv(200).split(b"\r\n", 1)[0].decode()
             except OSError as exc:
                 answer = f"connection closed while sending ({type(exc).__name__})"
@@ -100,8 +101,10 @@ def headers(folder: Path) -> None:
             accepted.append(sent >> 20)
             socks.append(sock)
         grown = _status(proc.pid, "VmRSS") - before
-        print(f"headers: 8 unfinished 64 MiB headers: collector RSS {grown:+.0f} MB, MiB sent before the server "
-              f"closed each: {accepted}, {time.perf_counter() - began:.1f} s")
+        print(
+            f"headers: 8 unfinished 64 MiB headers: collector RSS {grown:+.0f} MB, MiB sent before the server "
+            f"closed each: {accepted}, {time.perf_counter() - began:.1f} s"
+        )
         for sock in socks:
             sock.close()
 
@@ -126,14 +129,14 @@ def stalled(folder: Path, limit: int = 200, sockets: int = 250) -> None:
         answered, slowest = 0, 0.0
         for _ in range(20):
             t = time.perf_counter()
-            try:
+            with suppress(httpx.HTTPError):
                 answered += httpx.get(f"{url}/healthz", timeout=5).status_code == 200
-            except httpx.HTTPError:
-                pass
             slowest = max(slowest, time.perf_counter() - t)
         fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
-        print(f"stalled: {len(socks)} half-sent requests, open-file limit {limit}: /healthz answered {answered}/20 "
-              f"(slowest {slowest * 1000:.0f} ms), the collector holds {fds} file descriptors")
+        print(
+            f"stalled: {len(socks)} half-sent requests, open-file limit {limit}: /healthz answered {answered}/20 "
+            f"(slowest {slowest * 1000:.0f} ms), the collector holds {fds} file descriptors"
+        )
         closed_at = None
         for sock in socks[-50:]:  # the newest, which the cap has not shed: when the header deadline closes them
             sock.settimeout(max(0.1, 40 - (time.monotonic() - began)))
@@ -158,9 +161,11 @@ def sql(folder: Path) -> None:
         peak = _status(proc.pid, "VmHWM") - before
         time.sleep(3)
         held = _status(proc.pid, "VmRSS") - before
-        print(f"sql: {query}: HTTP {answer.status_code}, {len(answer.content) / 2**20:.1f} MiB answer, "
-              f"{body.get('row_count')} rows, truncated_by {body.get('truncated_by')}, {elapsed:.2f} s; collector "
-              f"peak RSS {peak:+.0f} MB, {held:+.0f} MB held 3 s later")
+        print(
+            f"sql: {query}: HTTP {answer.status_code}, {len(answer.content) / 2**20:.1f} MiB answer, "
+            f"{body.get('row_count')} rows, truncated_by {body.get('truncated_by')}, {elapsed:.2f} s; collector "
+            f"peak RSS {peak:+.0f} MB, {held:+.0f} MB held 3 s later"
+        )
 
 
 def _run_body(results: int = 300) -> tuple[str, bytes]:
@@ -197,8 +202,10 @@ def storage(folder: Path) -> None:
             answer = httpx.post(f"{url}/api/v1/runs", content=body, headers=auth, timeout=120)
             times.append((time.perf_counter() - began) * 1000)
         health = httpx.get(f"{url}/healthz", timeout=5)
-        print(f"storage: while failed, posts answered {answer.status_code} in {min(times):.0f}-{max(times):.0f} ms; "
-              f"/healthz {health.status_code} {json.loads(health.text).get('status')}")
+        print(
+            f"storage: while failed, posts answered {answer.status_code} in {min(times):.0f}-{max(times):.0f} ms; "
+            f"/healthz {health.status_code} {json.loads(health.text).get('status')}"
+        )
         resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         began = time.monotonic()
         while httpx.get(f"{url}/healthz", timeout=5).status_code != 200 and time.monotonic() - began < 120:

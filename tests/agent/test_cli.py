@@ -78,3 +78,27 @@ def test_push_without_a_collector_says_so(tmp_path: object) -> None:
     done = agent_cli("push", env={"FLOPFLEET_COLLECTOR": ""})
     assert done.returncode == 1
     assert "--collector" in done.stderr
+
+
+HOSTILE = "[/] [link=http://x]x[/link] \x1b]0;owned\x07\x1b[31m\r"
+
+
+def test_names_reasons_and_machine_facts_are_printed_literally() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agent import render
+    from schemas import Machine
+    from tests.factories import gpu, make_run, matmul
+
+    failed = matmul(64, "fp32", 1.0, status="error", reason=HOSTILE, metrics=None, timing=None)
+    run = make_run([matmul(64, "fp32", 1.0), failed], gpus=[gpu(name=HOSTILE)], hostname=HOSTILE)
+    machine = Machine(host=run.host, software=run.software, gpus=run.gpus)
+    console = Console(file=io.StringIO(), width=2000, color_system=None)
+    for renderable in (render.summary_table(run), render.machine_table(machine), *render.problems(run)):
+        console.print(renderable)  # as the CLI prints them; rich would raise MarkupError on a '[/]' read as markup
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    assert shown.count("[/] [link=http://x]x[/link] \\e]0;owned\\x07\\e[31m\\r") == 3  # hostname, GPU, reason
+    assert "matmul: error: [/] [link=http://x]" in shown

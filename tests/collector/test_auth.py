@@ -84,7 +84,8 @@ def test_token_cli_shows_a_token_once_and_keeps_only_its_hash(tmp_path: Path) ->
 
 
 def _scoped(db: Path, name: str, *scopes: str) -> str:
-    made = collector_cli("token", "create", "--db", str(db), "--name", name, *(a for s in scopes for a in ("--scope", s)))
+    flags = [a for s in scopes for a in ("--scope", s)]
+    made = collector_cli("token", "create", "--db", str(db), "--name", name, *flags)
     assert made.returncode == 0, made.stderr
     return made.stdout.strip()
 

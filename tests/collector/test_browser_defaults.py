@@ -15,7 +15,8 @@ from tests.factories import matmul, run_dict
 from tests.servers import Collector, serve_collector
 
 PAGES = ["/", "/cards", "/health", "/health.csv", "/cards.csv", "/sql?sql=SELECT+1", "/report", "/report.md",
-         "/api/v1/runs", "/api/v1/sql?sql=SELECT+1", "/healthz", "/metrics", "/openapi.json", "/no-such-page"]  # fmt: skip
+         "/api/v1/runs", "/api/v1/sql?sql=SELECT+1", "/healthz", "/metrics", "/openapi.json",
+         "/no-such-page"]  # fmt: skip
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -48,7 +49,10 @@ def test_a_rebound_name_cannot_read_an_open_collector(collector: Collector, host
         assert "FLOPFLEET_ALLOWED_HOSTS" in answer.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("host", ["localhost", "localhost:8000", "127.0.0.1", "[::1]:8000", "10.1.2.3", "app.localhost"])
+LOOPBACK = ["localhost", "localhost:8000", "127.0.0.1", "[::1]:8000", "10.1.2.3", "app.localhost"]
+
+
+@pytest.mark.parametrize("host", LOOPBACK)
 def test_loopback_names_and_addresses_are_answered(collector: Collector, host: str) -> None:
     assert httpx.get(f"{collector.url}/cards", headers={"Host": host}).status_code == 200
 

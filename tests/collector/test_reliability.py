@@ -42,9 +42,9 @@ def _agents(
     def agent(mine: list[RunSubmission]) -> None:
         with httpx.Client() as client:
             for run in mine:
-                response, why = post(client, config, run.model_dump_json().encode())
+                receipt, why = post(client, config, run.model_dump_json().encode(), run.run_id)
                 with lock:
-                    if response is not None and response.status_code in (200, 201):
+                    if receipt is not None:
                         acked.append(str(run.run_id))
                     else:
                         errors.append(why)
