@@ -223,10 +223,13 @@ class Store:
             raise StorageUnavailable(f"the database is being reopened: {exc}") from exc
 
     def harden(self, memory_limit: str | None = None) -> None:
-        """For a server that answers users' SQL: no file, network or extension access, a memory limit on what DuckDB
-        manages, memory handed back to the system after a large query, and no more SET."""
+        """For a server that answers users' SQL: no file, network or extension access (nor installs), a memory limit
+        on what DuckDB manages, memory handed back to the system after a large query, and no more SET."""
         cur = self._con.cursor()
         cur.execute("SET enable_external_access = false")
+        # What the collector uses (json, parquet, icu) is built in; a reader's query must not fetch or load more.
+        cur.execute("SET autoinstall_known_extensions = false")
+        cur.execute("SET autoload_known_extensions = false")
         if memory_limit:
             cur.execute(f"SET memory_limit = '{memory_limit}'")
         # Without background threads DuckDB's allocator keeps what a large answer took (measured: 1 GB held for

@@ -157,3 +157,10 @@ def test_an_answer_of_huge_values_is_cut_by_size_and_its_memory_given_back(tmp_p
         assert httpx.get(f"{server.url}/healthz").status_code == 200
     finally:
         server.stop()
+
+
+def test_a_query_cannot_make_the_server_install_or_load_an_extension(collector: Collector) -> None:
+    for sql in ("SELECT 'x'::INET", "SELECT * FROM read_xlsx('a.xlsx')", "SELECT * FROM sqlite_scan('a.db', 't')"):
+        answer = httpx.post(f"{collector.url}/api/v1/sql", json={"sql": sql})
+        assert answer.status_code == 400
+        assert "not in the catalog" in answer.json()["error"]["message"], answer.text  # not "trying to install"
