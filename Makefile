@@ -43,9 +43,10 @@ schema: $(STAMP)
 	$(BIN)/python -c "from schemas.jsonschema import write_json_schema; print(write_json_schema())"
 
 # Wheels the lent GPU machine lacks (it has torch, transformers, httpx, typer, rich, nvidia-ml-py; no registry).
+# httptools: the collector's HTTP limits (header cap and deadlines, connection cap) need its parser.
 GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.7.0 typing-inspection==0.4.4 \
 	typing-extensions==4.16.0 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 duckdb==2.0.1 \
-	opentelemetry-api==1.45.2
+	opentelemetry-api==1.45.2 httptools==0.9.0
 gpu-wheels:
 	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \

@@ -164,3 +164,21 @@ def test_more_stalled_sockets_than_open_files_leave_healthz_answering(
         assert float(shed[0].split()[-1]) >= 250 - (limit - FD_RESERVE)
     finally:
         server.stop()
+
+
+def test_without_httptools_the_collector_still_serves_and_caps_headers(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow"  # a Python path on which httptools cannot be imported, as on a bare host
+    (shadow / "httptools").mkdir(parents=True)
+    (shadow / "httptools" / "__init__.py").write_text("raise ImportError('httptools is not installed here')\n")
+    server = CollectorProcess(tmp_path / "db.duckdb", env={"PYTHONPATH": str(shadow)})
+    try:
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
+        # h11 caps what is still incomplete at a read (uvicorn answers 400, or resets on the unread rest)
+        try:
+            status: int | None = httpx.get(f"{server.url}/healthz", headers={"X-Big": "a" * (1 << 20)}).status_code
+        except httpx.TransportError:
+            status = None
+        assert status in (400, None)
+        assert "httptools is not installed" in server.log.read_text()
+    finally:
+        server.stop()
