@@ -212,6 +212,8 @@ def limited_protocol(limits: HttpLimits, on_refusal: RefusalHook) -> type[HttpTo
             super().on_response_complete()
             if self._refused or self.transport.is_closing() or self.pipeline:
                 return
+            if self.cycle is not None and self.cycle.more_body:  # answered before its body was in (a 401, say):
+                return  # the body's deadline, still armed, holds for the rest
             self._idle_since = time.monotonic()
             self._arm(limits.header_timeout_s, self._headers_late)
 

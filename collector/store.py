@@ -399,15 +399,19 @@ class Store:
                 self._guarded(self._compute_figures, cur)
 
     def _guarded(self, work: Any, cur: duckdb.DuckDBPyConnection, group: list[_Pending] | None = None) -> Any:
-        """``work(cur[, group])``; a failure becomes the store's, and every run of ``group`` still unanswered is
-        answered 503 (none of them was acknowledged, so none is lost: its agent sends it again)."""
+        """``work(cur[, group])``. A storage error becomes the store's failure and every run of ``group`` still
+        unanswered is answered 503; anything else (a bug) is logged and those runs answered 500. None of them was
+        acknowledged, so none is lost: its agent sends it again."""
         try:
             return work(cur) if group is None else work(cur, group)
+        except STORAGE_ERRORS as exc:
+            error: Exception = StorageUnavailable(self._fail(exc).message())
         except Exception as exc:
-            failure = self._fail(exc)
-            for p in group or ():
-                _resolve(p, error=StorageUnavailable(failure.message()))
-            return False
+            log.exception("the writer failed in %s", getattr(work, "__name__", work))
+            error = RuntimeError(f"the collector failed to store the run: {type(exc).__name__}")
+        for p in group or ():
+            _resolve(p, error=error)
+        return False
 
     def _fail(self, exc: BaseException) -> StorageFailure:
         invalidated = isinstance(exc, duckdb.FatalException)
@@ -478,7 +482,7 @@ class Store:
         with self._figured:
             if self._unfigured:
                 self._settle_wanted = True
-                self._figured.wait_for(lambda: not self._unfigured, timeout_s)
+                self._figured.wait_for(lambda: not self._unfigured or self.failure is not None, timeout_s)
 
     @staticmethod
     def _next_rowid(cur: duckdb.DuckDBPyConnection) -> int:

@@ -182,3 +182,18 @@ def test_without_httptools_the_collector_still_serves_and_caps_headers(tmp_path:
         assert "httptools is not installed" in server.log.read_text()
     finally:
         server.stop()
+
+
+def test_a_body_still_trickling_after_an_early_answer_is_cut_at_its_deadline(
+    served: CollectorProcess, opened: list[socket.socket]
+) -> None:
+    sock = _connect(served.port, opened)  # no token: answered 401 before the body is read
+    sock.sendall(b"POST /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n{")
+    began = time.monotonic()
+    for _ in range(40):
+        try:
+            sock.sendall(b" ")
+        except OSError:
+            break
+        time.sleep(0.2)
+    assert time.monotonic() - began < 6  # closed at the 1.5 s body deadline, not kept open by the trickle
