@@ -19,7 +19,6 @@ from . import __version__, render
 from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
 from .errors import AgentError
 
-EXIT_OK = 0
 #: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
 EXIT_FAILED = 1
 #: EX_TEMPFAIL (sysexits.h): measured fine but not delivered; the run is kept in the spool for ``push`` to send.
@@ -126,6 +125,12 @@ def run(
     nodes_from_env: Annotated[
         bool, typer.Option(help="Read the node layout from torchrun's or Slurm's environment.")
     ] = False,
+    isolation: Annotated[
+        str, typer.Option(help="Where device benchmarks run: process (a child per device) or inline.")
+    ] = "process",
+    case_timeout: Annotated[
+        float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
+    ] = None,
 ) -> None:
     """Run a suite, print a summary, write the run JSON and post it to a collector.
 
@@ -150,6 +155,8 @@ def run(
         if nodes_from_env
         else Nodes(count=nnodes, rank=node_rank, master_addr=master_addr, master_port=master_port),
         parallel=parallel,
+        isolation=isolation,  # type: ignore[arg-type]  # RunConfig names the allowed values
+        case_timeout_s=case_timeout,
     )
     with Progress(
         _CaseColumn(),
@@ -223,6 +230,10 @@ def version() -> None:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        if os.environ.get("FLOPFLEET_PLUGINS"):
+            from .plugins import load_plugins
+
+            load_plugins(os.environ)
         app()
     except AgentError as exc:
         err.print(Text.assemble(("error", "red"), ": ", literal(exc)))

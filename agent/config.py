@@ -10,8 +10,10 @@ from pathlib import Path
 
 from schemas.results import AttentionImplementation
 
+from .devices import KINDS, device
 from .distributed.nodes import Nodes
 from .errors import ConfigError
+from .launchers import ISOLATIONS, Isolation
 
 ATTENTION: tuple[AttentionImplementation, ...] = ("sdpa", "eager", "flash_attention_2")
 _TAG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,63})=(.{0,256})$")
@@ -77,12 +79,20 @@ class RunConfig:
     upload: UploadConfig = field(default_factory=UploadConfig)
     nodes: Nodes = field(default_factory=Nodes)
     parallel: bool = False  # measure the GPUs at once (one process each) instead of one after another
+    isolation: Isolation = "process"  # where device cases run: a child process per device, or the agent's own
+    case_timeout_s: float | None = None  # a device case making no progress this long is a hang (None: generous)
 
     def __post_init__(self) -> None:
-        if self.device not in ("cuda", "cpu"):
-            raise ConfigError(f"--device {self.device!r} is not one of: cuda, cpu")
-        if self.parallel and self.device != "cuda":
+        if self.device not in KINDS:
+            raise ConfigError(f"--device {self.device!r} is not one of: {', '.join(KINDS)}")
+        if self.parallel and not device(self.device).is_gpu:
             raise ConfigError("--parallel measures several GPUs at once; it needs --device cuda")
+        if self.isolation not in ISOLATIONS:
+            raise ConfigError(f"--isolation {self.isolation!r} is not one of: {', '.join(ISOLATIONS)}")
+        if self.parallel and self.isolation != "process":
+            raise ConfigError("--parallel measures each GPU in its own process; it needs --isolation process")
+        if self.case_timeout_s is not None and not 0 < self.case_timeout_s <= 86_400:
+            raise ConfigError(f"--case-timeout {self.case_timeout_s} must be a number of seconds in (0, 86400]")
         if self.attn_implementation not in ATTENTION:
             raise ConfigError(f"--attn {self.attn_implementation!r} is not one of: {', '.join(ATTENTION)}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:

@@ -1,12 +1,16 @@
-"""The agent's errors; the CLI catches ``AgentError`` once and exits non-zero with its message.
+"""Every exception the agent defines, in one tree; the CLI catches ``AgentError`` once and exits non-zero.
 
-AgentError
- ├── ConfigError          a flag or option has a value the agent cannot use
- ├── DeviceError          the requested device is not there
- ├── UploadError          the collector refused the run (4xx): sending again will not help
- └── SpoolError           a run cannot be written to the spool, or a spooled file cannot be read
-      └── NotARegularFile a spool entry is a FIFO, a symbolic link, a directory …: skipped, never opened
-Benchmark-level failures are not errors here: they become a result's status (see ``runner``).
+Exception
+ ├── AgentError               what a user is told: one line, the bad value and what is allowed; no traceback
+ │    ├── ConfigError         a flag or option has a value the agent cannot use
+ │    ├── DeviceError         the requested device is not there
+ │    └── SpoolError          a run cannot be written to the spool, or a spooled file cannot be read
+ │         └── NotARegularFile  a spool entry is a FIFO, a symbolic link, a directory …: skipped, never opened
+ ├── Unsupported              a case this device cannot run: the case's status becomes 'unsupported'
+ ├── NoAnswer                 the collector was not reached, hung up, or missed the deadline: ``upload`` retries
+ └── ChildGone                a measuring child process died or hung: its case fails, a fresh child goes on
+The last three never reach a user as errors: they become a result's status or a delivery's reason. So does every
+other failure inside a benchmark (out of memory: ``is_oom``; any exception: 'error', with its traceback logged).
 """
 
 from __future__ import annotations
@@ -24,10 +28,6 @@ class DeviceError(AgentError):
     pass
 
 
-class UploadError(AgentError):
-    pass
-
-
 class SpoolError(AgentError):
     pass
 
@@ -40,11 +40,21 @@ class Unsupported(Exception):
     """Raised by a benchmark case the device cannot run; the runner records status 'unsupported'."""
 
 
+class NoAnswer(Exception):
+    """The collector could not be reached, hung up, or did not answer before the deadline."""
+
+
+class ChildGone(Exception):
+    """The child stopped answering: died, or hung and was stopped; the message says which."""
+
+
 def is_oom(exc: BaseException) -> bool:
-    """CUDA's OutOfMemoryError, or the CPU allocator's refusal: both become an 'oom' result."""
+    """A device allocator's OutOfMemoryError, or the CPU allocator's refusal: both become an 'oom' result."""
     import torch
 
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
+    # torch >= 2.5 names it for every device; older releases only under torch.cuda (the same class).
+    out_of_memory = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    if isinstance(exc, out_of_memory):
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)

@@ -6,10 +6,10 @@ from schemas import Machine
 
 from . import probe
 from .nvml import open_nvml
-from .target import cpu_target, cuda_targets
+from .target import find_targets
 
 
 def describe_machine(device: str) -> Machine:
-    targets = cuda_targets(None) if device == "cuda" else [cpu_target()]
+    targets = find_targets(device)
     with open_nvml() as nvml:
         return Machine(host=probe.host(), software=probe.software(nvml), gpus=tuple(probe.gpus(targets, nvml)))

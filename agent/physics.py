@@ -13,7 +13,8 @@ ABOVE_PEAK = 1.0
 
 
 def spec_for(target: Target) -> GpuSpec | None:
-    return match_spec(target.name) if target.kind == "cuda" else None
+    """The datasheet of a GPU target; a CPU has none."""
+    return match_spec(target.name) if target.is_gpu else None
 
 
 def peak_tflops(target: Target, dtype: str) -> float | None:

@@ -6,31 +6,17 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Mapping
 from importlib import metadata
 
 from schemas import Gpu, Host, Software
 
 from . import __version__
-from .nvml import GpuFacts, Nvml, normalize_uuid, smi_facts, smi_topology
+from .devices import device
+from .devices.cpu import cpu_model, memory_bytes
+from .devices.cuda import nccl_version
+from .nvml import GpuFacts, Nvml, normalize_uuid, smi_facts
 from .target import Target
-
-
-def cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip() or None
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def memory_bytes() -> int | None:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def host() -> Host:
@@ -57,13 +43,6 @@ def software(nvml: Nvml | None) -> Software:
     import torch
 
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    nccl: str | None = None
-    if torch.cuda.is_available():
-        try:
-            raw = torch.cuda.nccl.version()
-            nccl = ".".join(str(p) for p in raw) if isinstance(raw, tuple) else str(raw)
-        except (RuntimeError, AttributeError):
-            nccl = None
     return Software(
         python=platform.python_version(),
         agent=__version__,
@@ -72,7 +51,7 @@ def software(nvml: Nvml | None) -> Software:
         hip=getattr(torch.version, "hip", None),
         cudnn=_cudnn_text(cudnn) if cudnn else None,
         cublas=_dist_version("nvidia-cublas", "nvidia-cublas-cu13", "nvidia-cublas-cu12"),
-        nccl=nccl,
+        nccl=nccl_version(),
         transformers=_dist_version("transformers"),
         driver=nvml.driver_version() if nvml is not None else None,
     )
@@ -86,12 +65,9 @@ def _cudnn_text(version: int) -> str:
 
 
 def gpu(target: Target, nvml: Nvml | None, fallback: dict[str, GpuFacts] | None = None) -> Gpu:
-    """One GPU: torch properties always; NVML facts (or nvidia-smi's) matched by UUID."""
-    import torch
-
+    """One GPU: what torch found (``Target``) always; NVML facts (or nvidia-smi's) matched by UUID."""
     assert target.index is not None
-    props = torch.cuda.get_device_properties(target.index)
-    uuid = str(getattr(props, "uuid", "") or "") or None
+    uuid, cc = target.uuid, target.capability
     facts = GpuFacts()
     if nvml is not None:
         handle = nvml.handle_for_uuid(uuid) if uuid else None
@@ -108,8 +84,8 @@ def gpu(target: Target, nvml: Nvml | None, fallback: dict[str, GpuFacts] | None 
         uuid=facts.uuid or (f"GPU-{uuid}" if uuid else None),
         pci_bus_id=facts.pci_bus_id,
         memory_bytes=target.total_memory,
-        compute_capability=f"{props.major}.{props.minor}",
-        sm_count=int(props.multi_processor_count),
+        compute_capability=f"{cc[0]}.{cc[1]}" if cc is not None else None,
+        sm_count=target.sm_count,
         l2_cache_bytes=target.l2_bytes or None,
         driver=facts.driver,
         sm_clock_max_mhz=facts.sm_clock_max_mhz,
@@ -133,32 +109,9 @@ def gpu(target: Target, nvml: Nvml | None, fallback: dict[str, GpuFacts] | None 
 
 def gpus(targets: list[Target], nvml: Nvml | None) -> list[Gpu]:
     fallback = smi_facts() if nvml is None and targets else None
-    return [gpu(t, nvml, fallback) for t in targets if t.kind == "cuda"]
+    return [gpu(t, nvml, fallback) for t in targets if t.is_gpu]
 
 
-#: NCCL settings that change collective figures; a run records the ones set, next to the topology.
-NCCL_SETTINGS = (
-    "NCCL_NVLS_ENABLE",
-    "NCCL_ALGO",
-    "NCCL_PROTO",
-    "NCCL_P2P_DISABLE",
-    "NCCL_P2P_LEVEL",
-    "NCCL_SHM_DISABLE",
-    "NCCL_IB_DISABLE",
-    "NCCL_NET",
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_MIN_NCHANNELS",
-    "NCCL_MAX_NCHANNELS",
-    "NCCL_CUMEM_ENABLE",
-)
-
-
-def topology(device: str, environ: dict[str, str] | None = None) -> str | None:
-    """How the GPUs are linked (``nvidia-smi topo -m``) and the NCCL settings in force; None on the CPU."""
-    if device != "cuda":
-        return None
-    env = dict(os.environ if environ is None else environ)
-    settings = [f"{name}={env[name]}" for name in NCCL_SETTINGS if name in env]
-    parts = [smi_topology() or "nvidia-smi topo -m: not available"]
-    parts.append("NCCL settings: " + (" ".join(settings) if settings else "none set"))
-    return "\n\n".join(parts)[:20_000]
+def topology(kind: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """How the machine's devices of ``kind`` are linked and the settings in force; None on the CPU."""
+    return device(kind).topology(os.environ if environ is None else environ)

@@ -99,7 +99,7 @@ def summary_table(run: RunSubmission) -> Table:
                 statuses[r.status] += 1
         cells = (
             name,
-            str(gpu_index) if gpu_index is not None else "all" if run.device == "cuda" else "cpu",
+            str(gpu_index) if gpu_index is not None else "cpu" if run.device == "cpu" else "all",
             f"{len(ok)}/{len(results)}",
             f"{best[0][0]:,.2f} {best[0][1]}" if best else "-",
             describe(best[1]) if best else "-",

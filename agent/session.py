@@ -10,17 +10,18 @@ from schemas import SCHEMA_VERSION, Gpu, RunSubmission
 from schemas.environment import MAX_SAMPLES
 
 from . import __version__, probe
-from .benchmarks import Benchmark, Span
+from .benchmarks import Span
 from .config import RunConfig
+from .launchers import device_launcher
 from .monitor import Monitor, RunState
 from .nvml import open_nvml
 from .runner import ProgressFn, run_cases
 from .suites import suite
-from .target import Target, cpu_target, cuda_targets
+from .target import Target, find_targets
 
 
 def targets_for(config: RunConfig) -> list[Target]:
-    return cuda_targets(config.gpus) if config.device == "cuda" else [cpu_target()]
+    return find_targets(config.device, config.gpus)
 
 
 def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmission:
@@ -42,15 +43,10 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
                     handles[gpu.index] = handle
         with Monitor(nvml, handles) as monitor:
             span = Span(kind=config.device, targets=tuple(targets), nodes=config.nodes)  # type: ignore[arg-type]
-            results = []
-            if config.parallel and len(targets) > 1:
-                from .parallel import run_parallel
-
-                results = run_parallel(config, benchmarks, targets, on_event)
-                benchmarks = [b for b in benchmarks if not isinstance(b, Benchmark)]
-            results += run_cases(
-                benchmarks, targets, gpus, chosen.policy, monitor, span=span, deadline=deadline, on_event=on_event
-            )
+            launcher = device_launcher(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
+                                       parallel=config.parallel)  # fmt: skip
+            results = run_cases(benchmarks, targets, gpus, chosen.policy, monitor, span=span, deadline=deadline,
+                                on_event=on_event, launcher=launcher)  # fmt: skip
         gpus = [_with_state(gpu, monitor.run_state(gpu.index)) for gpu in gpus]
         samples = monitor.samples(MAX_SAMPLES)
         software = probe.software(nvml)

@@ -4,6 +4,9 @@ GPU work is timed with CUDA events per repeat, after warm-up, with the L2 cache 
 Calls the host cannot launch fast enough to keep the GPU busy are captured in a CUDA graph and replayed, so
 host jitter is never reported as GPU speed. The CPU path uses ``time.perf_counter``. Repetition is adaptive:
 it stops once the interquartile range is small, or when the case's time budget is spent.
+
+Each device kind picks its implementations (``Device.timer``, ``Device.clock``): a ``Timer`` for the cases of one
+device, a ``Clock`` for one rank of a worker group; the harness never asks which kind it has.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from schemas import TimingStats
 
@@ -152,6 +155,28 @@ def bursts_cpu(fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
     return Timed(stats=stats, launch_bound=False)
 
 
+class Timer(Protocol):
+    """Times the cases of one device: continuous repeats (``measure``) and bursts after idle gaps (``bursts``)."""
+
+    def measure(
+        self, fn: Callable[[], object], policy: TimingPolicy, *, flush: bool = True, graphable: bool = True
+    ) -> Timed: ...
+
+    def bursts(self, fn: Callable[[], object], bursts: BurstPolicy) -> Timed: ...
+
+
+class CpuTimer:
+    """``measure_cpu`` and ``bursts_cpu``: there is no cache to flush between repeats and no graph to replay."""
+
+    def measure(
+        self, fn: Callable[[], object], policy: TimingPolicy, *, flush: bool = True, graphable: bool = True
+    ) -> Timed:
+        return measure_cpu(fn, policy)
+
+    def bursts(self, fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
+        return bursts_cpu(fn, bursts)
+
+
 class CudaTimer:
     """CUDA-event timing on one device, with an L2 flush buffer sized from the device's cache."""
 
@@ -287,18 +312,18 @@ def measure_group(
     fn: Callable[[], object],
     policy: GroupPolicy,
     *,
-    device: torch.device,
+    clock: Clock,
     align: Callable[[], object],
     slowest: Callable[[list[float]], list[float]],
 ) -> TimingStats:
     """Time ``fn`` on one rank of a process group, the same way on every rank.
 
-    ``align`` (a tiny collective) is enqueued before each repeat so the ranks start together; ``slowest``
-    returns, element-wise, the largest value over the ranks: the pilot that sets the call count is the slowest
-    rank's, and each repeat's time is the slowest rank's, since a collective is done only when every rank is.
+    ``clock`` is the rank's device's (``Target.clock``); ``align`` (a tiny collective) is enqueued before each
+    repeat so the ranks start together; ``slowest`` returns, element-wise, the largest value over the ranks: the
+    pilot that sets the call count is the slowest rank's, and each repeat's time is the slowest rank's, since a
+    collective is done only when every rank is.
     """
     begin = time.perf_counter()
-    clock = _GroupClock(device)
     for _ in range(policy.warmup):
         fn()
     align()
@@ -318,22 +343,38 @@ def measure_group(
     )
 
 
-class _GroupClock:
-    """CUDA events on a GPU (the stream's view, without host jitter), ``perf_counter`` on the CPU."""
+class Clock(Protocol):
+    """Times ``calls`` back-to-back calls once, on one rank's device."""
 
-    def __init__(self, device: torch.device) -> None:
-        import torch
+    @property
+    def method(self) -> Method: ...
 
-        self._cuda = device.type == "cuda"
-        self._torch = torch
-        self.method: Method = "cuda_event" if self._cuda else "perf_counter"
+    def time(self, fn: Callable[[], object], calls: int) -> float: ...
+
+
+class PerfClock:
+    """``perf_counter`` around the calls: the CPU runs them synchronously."""
+
+    method: Method = "perf_counter"
 
     def time(self, fn: Callable[[], object], calls: int) -> float:
-        if not self._cuda:
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            return time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return time.perf_counter() - t0
+
+
+class CudaEventClock:
+    """CUDA events around the calls: the stream's view, without host jitter."""
+
+    method: Method = "cuda_event"
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    def time(self, fn: Callable[[], object], calls: int) -> float:
         start = self._torch.cuda.Event(enable_timing=True)
         end = self._torch.cuda.Event(enable_timing=True)
         start.record()

@@ -26,7 +26,7 @@ import httpx
 from schemas import RunAccepted, RunSubmission
 
 from .config import UploadConfig
-from .errors import NotARegularFile, SpoolError
+from .errors import NoAnswer, NotARegularFile, SpoolError
 from .spool import entries, read_spooled, write_spool
 
 RUNS_PATH = "/api/v1/runs"
@@ -124,10 +124,6 @@ class _Answer:
     complete: bool  # False when the answer went on past MAX_ANSWER_BYTES
 
 
-class _NoAnswer(Exception):
-    """The collector could not be reached, hung up, or did not answer before the deadline."""
-
-
 def _exchange(client: httpx.Client, url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> _Answer:
     """One POST and at most ``MAX_ANSWER_BYTES`` of its answer, all within ``timeout_s``."""
     with _Deadline(timeout_s) as deadline:
@@ -142,11 +138,11 @@ def _exchange(client: httpx.Client, url: str, body: bytes, headers: dict[str, st
                         break  # leaving the block closes the connection: the rest is never read
         except httpx.TransportError as exc:
             if deadline.passed:
-                raise _NoAnswer(f"no complete answer within the {timeout_s:g} s deadline") from None
+                raise NoAnswer(f"no complete answer within the {timeout_s:g} s deadline") from None
             verb = "could not be reached" if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else "failed"
-            raise _NoAnswer(f"{url} {verb} ({type(exc).__name__}: {exc})") from None
+            raise NoAnswer(f"{url} {verb} ({type(exc).__name__}: {exc})") from None
         if deadline.passed:  # a close-delimited answer cut short by the deadline looks complete
-            raise _NoAnswer(f"no complete answer within the {timeout_s:g} s deadline")
+            raise NoAnswer(f"no complete answer within the {timeout_s:g} s deadline")
     return _Answer(
         status=response.status_code,
         reason=response.reason_phrase,
@@ -217,7 +213,7 @@ def post(
             sleep(backoff(attempt - 1, rng))
         try:
             answer = _exchange(client, url, body, headers, config.timeout_s)
-        except _NoAnswer as exc:
+        except NoAnswer as exc:
             why = str(exc)
             continue
         if answer.status < 500:

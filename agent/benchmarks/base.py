@@ -101,7 +101,7 @@ class Span:
 
 
 class GroupBenchmark(BenchmarkBase[G]):
-    """Cases run by a group of worker processes (``WORKER`` names their code in ``agent.distributed``).
+    """Cases run by a group of worker processes; ``WORKER`` names the family's rank code (``worker_kind``).
 
     ``plan`` gives each case a ``spec``: the ``Group`` of processes that runs it, or an ``Unsupported`` saying
     why it cannot run here. Consecutive cases on the same group share one launch.

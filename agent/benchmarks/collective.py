@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from schemas import CollectiveParams
 from schemas.labels import human_bytes
 
-from ..distributed.launch import Group
+from ..devices import device
+from ..distributed.launch import Group, worker_kind
 from ..errors import Unsupported
 from ..timing import GroupPolicy
+from . import collective_rank
 from .base import Case, GroupBenchmark, Span
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -30,9 +32,9 @@ class CollectiveGrid:
 
 def machine_group(span: Span, cpu_procs: int) -> Group:
     """One process per GPU of the run (NCCL), or ``cpu_procs`` CPU processes (gloo), on every node."""
-    if span.kind == "cuda":
-        return Group("nccl", tuple(t.index for t in span.targets), span.nodes)
-    return Group("gloo", (None,) * cpu_procs, span.nodes)
+    on = device(span.kind)
+    devices = tuple(t.index for t in span.targets) if on.is_gpu else (None,) * cpu_procs
+    return Group(on.collective_backend, devices, span.nodes, span.kind)
 
 
 def too_few(group: Group, what: str) -> Unsupported | None:
@@ -44,7 +46,7 @@ def too_few(group: Group, what: str) -> Unsupported | None:
 class CollectiveBenchmark(GroupBenchmark[CollectiveGrid]):
     NAME = "collective"
     KIND = "collective"
-    WORKER = "collective"
+    WORKER = worker_kind(collective_rank.run_case)
     DESCRIPTION = "all-reduce, all-gather, reduce-scatter across the machine's GPUs: algbw and busbw (nccl-tests)"
     Grid = CollectiveGrid
 

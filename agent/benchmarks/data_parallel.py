@@ -12,10 +12,11 @@ from schemas import TrainingMetrics, TrainingParams
 from schemas.results import AttentionImplementation
 
 from .. import models
-from ..distributed.launch import Group
+from ..distributed.launch import Group, worker_kind
 from ..distributed.nodes import Nodes
 from ..flops import training_flops_per_token
 from ..timing import GroupPolicy
+from . import data_parallel_rank
 from .base import Case, GroupBenchmark, Outcome, Span
 from .collective import machine_group, too_few
 from .training import TASKS, precision_for
@@ -34,7 +35,7 @@ class DataParallelGrid:
 class Gpt2DataParallelBenchmark(GroupBenchmark[DataParallelGrid]):
     NAME = "training_ddp"
     KIND = "training"
-    WORKER = "ddp"
+    WORKER = worker_kind(data_parallel_rank.run_case)
     DESCRIPTION = "GPT-2-medium DDP training step on all GPUs vs one: tokens/s, scaling efficiency"
     Grid = DataParallelGrid
 
@@ -46,7 +47,7 @@ class Gpt2DataParallelBenchmark(GroupBenchmark[DataParallelGrid]):
         with torch.device("meta"):
             n_params = models.dense_params(models.language_model(shape, grid.attn_implementation))
         whole = machine_group(span, grid.cpu_procs)
-        one = Group(whole.backend, whole.devices[:1], Nodes())
+        one = Group(whole.backend, whole.devices[:1], Nodes(), whole.kind)
         base = TrainingParams(
             model=shape.name,
             task=TASKS[shape.family],  # type: ignore[arg-type]

@@ -35,9 +35,7 @@ class TrainingGrid:
 
 def precision_for(target: Target) -> str:
     """bf16 autocast where the device has fast bf16, else plain fp32."""
-    if target.kind == "cuda" and target.unsupported_reason("bf16") is None:
-        return "bf16-autocast"
-    return "fp32"
+    return "bf16-autocast" if target.autocast_dtype() == "bf16" else "fp32"
 
 
 class _TrainingBenchmark(Benchmark[TrainingGrid]):
@@ -81,16 +79,15 @@ class _TrainingBenchmark(Benchmark[TrainingGrid]):
         with device:
             model = models.language_model(shape, params.attn_implementation)
         model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.target.kind == "cuda")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.target.is_gpu)
         autocast = params.precision == "bf16-autocast"
         try:
             batch, step = self._fit(model, optimizer, params, ctx, autocast)
             with models.observe_attention(params.attn_implementation) as ran:
                 step()
-            if ctx.target.kind == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
+            ctx.target.reset_peak_memory()
             timed = ctx.measure(step, flush=False, graphable=False)
-            peak_memory = int(torch.cuda.max_memory_allocated(device)) if ctx.target.kind == "cuda" else None
+            peak_memory = ctx.target.peak_memory_bytes()
         finally:
             del optimizer, model
             ctx.free_memory()

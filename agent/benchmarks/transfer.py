@@ -41,7 +41,7 @@ class TransferBenchmark(Benchmark[TransferGrid]):
 
         params = case.params
         assert isinstance(params, TransferParams)
-        if ctx.target.kind != "cuda":
+        if not ctx.target.is_gpu:
             raise Unsupported("host<->device transfers need a GPU; this run is on the CPU")
         device = ctx.target.torch_device()
         # Filled (so pageable pages are faulted in) but not random: links do not compress, and randint on

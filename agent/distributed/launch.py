@@ -19,20 +19,24 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from schemas import Status
 
+from ..devices import DeviceKind
 from ..timing import GroupPolicy
 from .nodes import Nodes
+from .rank import Rank
 
 log = logging.getLogger(__name__)
 
 Backend = Literal["nccl", "gloo"]
-WorkerKind = Literal["collective", "ddp"]
+#: The rank code a group runs, as ``agent.package.module:function`` (``worker_kind`` names one): the family that
+#: owns the code names it, and the worker imports it, so this machinery never imports a benchmark.
+WorkerKind = str
 EXIT_CASE_FAILED = 3  # a worker's exit code after it reported its case's failure
 GRACE_S = 5.0  # after one rank fails, how long the others get to notice and leave by themselves
 #: A group that fails before all its ranks have joined is started again: on a loaded machine a rank's connection
@@ -45,12 +49,13 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass(frozen=True)
 class Group:
-    """The processes one launch spans: a local rank per entry of ``devices`` (a GPU index, or None for a CPU
-    process) on each of ``nodes.count`` machines."""
+    """The processes one launch spans: a local rank per entry of ``devices`` (the index of a ``kind`` device, or
+    None for a CPU process) on each of ``nodes.count`` machines."""
 
     backend: Backend
     devices: tuple[int | None, ...]
     nodes: Nodes = field(default_factory=Nodes)
+    kind: DeviceKind = "cuda"
 
     @property
     def world_size(self) -> int:
@@ -85,6 +90,15 @@ class Task:
             policy=GroupPolicy(**raw["policy"]),
             timeout_s=float(raw["timeout_s"]),
         )
+
+
+#: One case on one rank: (the case's params as JSON, the task, the rank) -> the record's fields.
+RankCode = Callable[[dict[str, Any], Task, Rank], dict[str, Any]]
+
+
+def worker_kind(code: RankCode) -> WorkerKind:
+    """The name a ``Task`` gives ``code`` so that a worker process can import it."""
+    return f"{code.__module__}:{code.__qualname__}"
 
 
 @dataclass(frozen=True)
@@ -179,7 +193,7 @@ class _GroupRun:
             "MASTER_ADDR": nodes.master_addr,
             "MASTER_PORT": str(self._port),
             "FLOPFLEET_BACKEND": group.backend,
-            "FLOPFLEET_DEVICE": "cpu" if device is None else str(device),
+            "FLOPFLEET_DEVICE": "cpu" if device is None else f"{group.kind}:{device}",
             "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_ROOT), environ.get("PYTHONPATH", "")) if p),
         }
         if device is None:

@@ -8,15 +8,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+    from ..target import Target
+
 
 @dataclass(frozen=True)
 class Rank:
+    """``target`` is this rank's device, rebuilt from its (kind, index); ``device`` its torch device."""
+
     rank: int
     world_size: int
     local_rank: int
     local_world_size: int
     nodes: int
     backend: str
+    target: Target
     device: torch.device
 
     def align(self) -> None:

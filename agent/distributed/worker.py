@@ -7,16 +7,19 @@ in a collective with it, so only a fresh group can go on.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ..devices import device as device_of
 from ..errors import Unsupported, is_oom
-from .launch import EXIT_CASE_FAILED, Task
+from ..target import target_for
+from .launch import EXIT_CASE_FAILED, RankCode, Task, WorkerKind
 from .rank import Rank
 
 
@@ -26,7 +29,7 @@ def main(argv: list[str]) -> int:
     rank = _join(task)
     records = workdir / "records.jsonl"
     _append(records, {"ready": rank.rank})  # every rank: the group has started once all of them joined
-    run_case = _runner(task)
+    run_case = rank_code(task.kind)
     for index, case in enumerate(task.cases):
         t0 = time.perf_counter()
         try:
@@ -42,18 +45,18 @@ def main(argv: list[str]) -> int:
 
 
 def _join(task: Task) -> Rank:
-    import torch
     import torch.distributed as dist
 
     backend = os.environ["FLOPFLEET_BACKEND"]
-    where = os.environ["FLOPFLEET_DEVICE"]
-    device = torch.device("cpu") if where == "cpu" else torch.device("cuda", int(where))
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    kind, _, where = os.environ["FLOPFLEET_DEVICE"].partition(":")  # 'cpu' or 'cuda:1'
+    index = int(where) if where else None
+    device = device_of(kind)
+    device.select(index)
     kwargs: dict[str, Any] = {"backend": backend, "timeout": timedelta(seconds=task.timeout_s)}
-    if device.type == "cuda":
-        kwargs["device_id"] = device  # binds the communicator to this GPU at once (no lazy init on first op)
+    if device.is_gpu:
+        kwargs["device_id"] = device.torch_device(index)  # binds the communicator to this GPU at once (no lazy init)
     dist.init_process_group(**kwargs)
+    target = target_for(kind, index)  # once the device is current, as every device call of the rank
     return Rank(
         rank=dist.get_rank(),
         world_size=dist.get_world_size(),
@@ -61,18 +64,17 @@ def _join(task: Task) -> Rank:
         local_world_size=int(os.environ["LOCAL_WORLD_SIZE"]),
         nodes=int(os.environ["WORLD_SIZE"]) // int(os.environ["LOCAL_WORLD_SIZE"]),
         backend=backend,
-        device=device,
+        target=target,
+        device=target.torch_device(),
     )
 
 
-def _runner(task: Task) -> Any:
-    if task.kind == "collective":
-        from .collectives import run_case
-
-        return run_case
-    from .ddp import run_case as run_ddp
-
-    return run_ddp
+def rank_code(kind: WorkerKind) -> RankCode:
+    """The function a task names (``launch.worker_kind``); only the agent's own modules are imported."""
+    module, _, name = kind.partition(":")
+    if not module.startswith("agent.") or not name.isidentifier():
+        raise ValueError(f"worker kind {kind!r} is not 'agent.module:function'")
+    return cast(RankCode, getattr(importlib.import_module(module), name))
 
 
 def _fail(workdir: Path, rank: Rank, exc: BaseException) -> None:

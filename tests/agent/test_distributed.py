@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.distributed.collectives import BUS_FACTOR, bandwidths, elements
+from agent.benchmarks import REGISTRY, GroupBenchmark
+from agent.benchmarks.collective import CollectiveBenchmark
+from agent.benchmarks.collective_rank import BUS_FACTOR, bandwidths, elements
 from agent.distributed.launch import Group, Record, Task, free_port, launch
 from agent.distributed.nodes import Nodes, first_host, from_launcher
+from agent.distributed.worker import rank_code
 from agent.errors import ConfigError
 from agent.timing import GroupPolicy
 from schemas import CollectiveParams
@@ -34,7 +37,7 @@ def _cases(ops: tuple[str, ...], sizes: tuple[int, ...], world: int, dtype: str 
 def _run(
     cases: tuple[dict, ...], procs: int, env: dict[str, str] | None = None, timeout_s: float = 120
 ) -> list[Record]:  # type: ignore[type-arg]
-    task = Task(kind="collective", cases=cases, policy=POLICY, timeout_s=timeout_s)
+    task = Task(kind=CollectiveBenchmark.WORKER, cases=cases, policy=POLICY, timeout_s=timeout_s)
     return list(launch(task, Group("gloo", (None,) * procs), {**os.environ, **(env or {})}))
 
 
@@ -45,6 +48,17 @@ def test_bus_bandwidth_follows_nccl_tests() -> None:
     assert bandwidths("reduce_scatter", 10**9, 0.01, 2) == pytest.approx((100.0, 50.0))
     assert [BUS_FACTOR["all_reduce"](n) for n in (2, 4, 8)] == [1.0, 1.5, 1.75]
     assert elements(1000, "fp32", 3) == 249 and elements(8, "bf16", 4) == 4
+
+
+def test_each_group_family_names_rank_code_a_worker_can_import_and_nothing_else_is_imported() -> None:
+    families = [cls for cls in REGISTRY.values() if issubclass(cls, GroupBenchmark)]
+    assert len(families) == 2
+    for family in families:
+        assert family.WORKER.startswith("agent.benchmarks.")  # the rank code lives with its family
+        assert callable(rank_code(family.WORKER))
+    for foreign in ("os:system", "agent.benchmarks.collective_rank", "agent.x:1 or 2"):
+        with pytest.raises(ValueError, match=r"is not 'agent\.module:function'"):
+            rank_code(foreign)
 
 
 @pytest.mark.parametrize("procs", [2, 4])

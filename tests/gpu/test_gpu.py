@@ -84,3 +84,32 @@ def test_sdpa_is_what_ran_for_bert_on_cuda() -> None:
     results = run_cases([BertLayerBenchmark(grid)], [_target()], [], POLICY, Monitor(None, {}))
     assert [r.params.attn_implementation for r in results] == ["sdpa", "sdpa"]  # type: ignore[union-attr]
     assert all(r.status == "ok" for r in results)
+
+
+def test_the_cuda_target_answers_every_device_operation_and_is_rebuilt_from_its_index() -> None:
+    import pickle
+
+    import torch
+
+    from agent.target import target_for
+    from agent.timing import CudaEventClock, CudaTimer
+
+    target = _target()
+    assert target.is_gpu and target.label == f"cuda:0 ({target.name})" and target.sm_count and target.l2_bytes
+    assert pickle.loads(pickle.dumps(target)) == target == target_for("cuda", 0)
+    assert target.torch_device() == torch.device("cuda", 0)
+    target.select()
+    assert torch.cuda.current_device() == 0
+    target.empty_cache()
+    target.reset_peak_memory()
+    before = target.memory_free()
+    block = torch.empty(256 << 20, dtype=torch.uint8, device=target.torch_device())
+    block.fill_(1)
+    target.synchronize()
+    peak, after = target.peak_memory_bytes(), target.memory_free()
+    assert peak is not None and peak >= 256 << 20
+    assert before is not None and after is not None and 0 < after < before <= target.total_memory
+    del block
+    expected = "bf16" if target.capability is not None and target.capability >= (8, 0) else None
+    assert target.autocast_dtype() == expected and target.supports("fp16")
+    assert isinstance(target.timer(), CudaTimer) and isinstance(target.clock(), CudaEventClock)

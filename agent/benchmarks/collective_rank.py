@@ -1,4 +1,4 @@
-"""All-reduce, all-gather and reduce-scatter timed on one rank, with nccl-tests' bandwidth formulas.
+"""One rank of a ``collective`` case: all-reduce, all-gather or reduce-scatter timed, with nccl-tests' formulas.
 
 algbw = bytes / time, where ``bytes`` is nccl-tests' size (the whole buffer: all-reduce's tensor, all-gather's
 gathered output, reduce-scatter's input). busbw rescales algbw to what each link carries, so that it can be
@@ -13,9 +13,10 @@ from typing import Any
 
 from schemas import CollectiveMetrics, CollectiveParams
 
+from ..distributed.launch import Task
+from ..distributed.rank import Rank
 from ..errors import Unsupported
 from ..timing import measure_group
-from .rank import Rank
 
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
@@ -40,7 +41,7 @@ def elements(nbytes: int, dtype: str, world_size: int) -> int:
     return count - count % world_size
 
 
-def run_case(case: dict[str, Any], task: Any, rank: Rank) -> dict[str, Any]:
+def run_case(case: dict[str, Any], task: Task, rank: Rank) -> dict[str, Any]:
     import torch
 
     params = CollectiveParams.model_validate(case)
@@ -56,7 +57,7 @@ def run_case(case: dict[str, Any], task: Any, rank: Rank) -> dict[str, Any]:
     buffers = _Buffers(params.op, count, dtype, rank)
     # Zeros while timing: repeated in-place sums of zeros stay zeros, so no value overflows to inf or NaN.
     buffers.zero()
-    stats = measure_group(buffers.call, task.policy, device=rank.device, align=rank.align, slowest=rank.slowest)
+    stats = measure_group(buffers.call, task.policy, clock=rank.target.clock(), align=rank.align, slowest=rank.slowest)
     rel_error = rank.slowest([buffers.check()])[0]
     nbytes = count * _ITEMSIZE[params.dtype]
     algbw, busbw = bandwidths(params.op, nbytes, stats.median_s, n)
@@ -104,15 +105,12 @@ class _Buffers:
 
         Rank r holds (r + 1) * p(i) with p(i) = i mod 3 + 1: sums are small integers, exact in every dtype.
         """
-        import torch
-
         n, r = self.rank.world_size, self.rank.rank
         shard = self.count // n
         offset = r * shard if self.op == "all_gather" else 0
         self._fill(self.inp, offset, r + 1)
         self.call()
-        if self.rank.device.type == "cuda":
-            torch.cuda.synchronize(self.rank.device)
+        self.rank.target.synchronize()
         total = n * (n + 1) // 2
         if self.op == "all_reduce":
             return self._error(self.out, 0, lambda pattern, start: pattern * total)

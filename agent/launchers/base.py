@@ -1,0 +1,83 @@
+"""What every device launcher is given and gives back: the planned cases, how to finish each result, progress."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from schemas import Gpu, Result
+
+from ..benchmarks import Benchmark, Case
+from ..cases import Measured, failed_result, finish_case
+from ..monitor import Monitor
+from ..target import Target
+
+SPENT = "the run's time budget was spent before this case"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One planned device case on its target."""
+
+    target: Target
+    bench: Benchmark[Any]
+    case: Case
+
+
+@dataclass
+class Finisher:
+    """Turns what was measured into a result in the agent's process, which holds the monitor and the GPU records."""
+
+    monitor: Monitor
+    gpus: dict[int, Gpu]
+    deadline: float | None = None
+
+    def now(self) -> float:
+        return self.monitor.now()
+
+    def __call__(self, job: Job, measured: Measured, started: float) -> Result:
+        gpu = self.gpus.get(job.target.index) if job.target.index is not None else None
+        return finish_case(job.bench, job.case, job.target, measured, self.monitor, gpu, started)
+
+    def spent(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def skipped(self, job: Job) -> Result:
+        return failed_result(job.bench, job.case, job.target, "skipped", SPENT)
+
+    def failed(self, job: Job, reason: str, started: float) -> Result:
+        """An ``error`` for a case whose measuring process died or hung, with the GPU's state meanwhile."""
+        return self(job, Measured(None, "error", reason, self.now() - started), started)
+
+
+class Progress(Protocol):
+    def start(self, job: Job) -> None: ...
+
+    def end(self, job: Job, result: Result) -> None: ...
+
+
+@dataclass
+class Counted:
+    """Progress over a known number of cases, safe to report from several threads (``--parallel``)."""
+
+    report: Callable[[int, Job, Result | None], None]
+    done: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, job: Job) -> None:
+        with self._lock:
+            self.report(self.done, job, None)
+
+    def end(self, job: Job, result: Result) -> None:
+        with self._lock:
+            self.done += 1
+            self.report(self.done, job, result)
+
+
+class DeviceLauncher(Protocol):
+    """Runs device cases somewhere and returns their results in plan order."""
+
+    def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]: ...

@@ -1,0 +1,83 @@
+"""The measuring child of ``process``: runs the cases its parent sends on one device and answers each at once.
+
+``python -m agent.launchers.child READ_FD WRITE_FD``: messages are pickled tuples over two pipes. What the child
+prints goes to a log its parent reads when it dies; the pipes carry only messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ..cases import CaseContext, Measured, measure_case, select
+from ..plugins import load_plugins
+from ..target import Target
+
+
+def sticky_error(target: Target) -> str:
+    """Whether the device still works after a failed case ('' if so): a sticky CUDA error (an illegal address,
+    say) fails every later call of the process, so the child must be replaced."""
+    if not target.is_gpu:
+        return ""
+    import torch
+
+    try:
+        target.synchronize()
+        torch.ones(1, device=target.torch_device()).add_(1).item()
+    except Exception as exc:
+        lines = str(exc).strip().splitlines()
+        return lines[0][:300] if lines else type(exc).__name__
+    return ""
+
+
+def _cuda_error(measured: Measured) -> str:
+    reason = measured.reason or ""
+    return reason if measured.status == "error" and ("CUDA" in reason or "cuda" in reason) else ""
+
+
+def serve(inbox: Connection, outbox: Connection) -> None:
+    _, target, policy = inbox.recv()
+    # torch's import and the device's context now, so that they count against the start, not the first case
+    import torch
+
+    select(target)
+    ctx = CaseContext(target, policy)
+    torch.zeros(1, device=target.torch_device()).item()
+    outbox.send(("ready",))
+    benches: dict[int, Any] = {}
+    previous = None
+    while True:
+        try:
+            message = inbox.recv()
+        except EOFError:
+            break
+        if message[0] == "stop":
+            break
+        if message[0] == "bench":
+            benches[message[1]] = message[2]
+            continue
+        _, key, case = message
+        bench = benches[key]
+        if previous is not None and previous is not bench:
+            previous.close()
+        previous = bench
+        measured = measure_case(bench, case, ctx)
+        sticky = sticky_error(target) if measured.status in ("error", "oom") else ""
+        outbox.send((measured, sticky, _cuda_error(measured) or sticky))
+        if sticky:
+            break
+    if previous is not None:
+        previous.close()
+
+
+def main(argv: list[str]) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    load_plugins(os.environ)  # the parent's plugins, so that what they change holds here too
+    serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

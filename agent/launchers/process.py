@@ -1,0 +1,200 @@
+"""Device cases in a child process per device, reused while it is healthy, replaced when it is not.
+
+A segfault in a CUDA library, a kernel that never returns, the kernel's OOM killer or a sticky CUDA error (one that
+poisons the process's CUDA context) ends the child, not the agent: the case it was on gets status ``error`` with a
+reason naming what happened (``killed by SIGSEGV``, ``exited with code 3``, ``no progress for 120 s (hang)``, with
+the last CUDA error the child reported), the results it already reported are kept, and a fresh child takes the
+remaining cases. Each result comes back as soon as it is measured, over a pipe (pickled, between two processes of
+the same user). A child costs one interpreter start, torch's import and, on a GPU, a CUDA context: once per device
+per run, not per case.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from schemas import Result
+
+from ..cases import Measured
+from ..errors import ChildGone
+from ..target import Target
+from ..timing import TimingPolicy
+from .base import Finisher, Job, Progress
+
+log = logging.getLogger(__name__)
+
+#: A fresh child has this long to start (interpreter, torch, the device's context) before it counts as hung.
+START_S = 180.0
+#: A case's watchdog when none is given: generous, as model builds and shape searches take their time.
+DEFAULT_CASE_TIMEOUT_S = 300.0
+#: Between SIGTERM and SIGKILL for a child that must go.
+TERM_GRACE_S = 5.0
+
+
+class Child:
+    """One measuring process for one device."""
+
+    def __init__(self, target: Target, policy: TimingPolicy, folder: Path, number: int) -> None:
+        self.target = target
+        self.log = folder / f"child-{target.index if target.index is not None else 'cpu'}-{number}.log"
+        child_reads, parent_writes = os.pipe()
+        parent_reads, child_writes = os.pipe()
+        command = [sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes)]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                command, pass_fds=(child_reads, child_writes), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        os.close(child_reads)
+        os.close(child_writes)
+        self._inbox = Connection(parent_writes, readable=False)  # what the child reads
+        self._outbox = Connection(parent_reads, writable=False)  # what it answers
+        self._sent: set[int] = set()
+        self.last_cuda_error = ""
+        self._send(("setup", target, policy))
+        self._receive(START_S, "to start")
+
+    def measure(self, job: Job, timeout_s: float) -> tuple[Measured, bool]:
+        """What the child measured for ``job``, and whether it must be replaced (a sticky error); ChildGone when
+        it died or hung on the way."""
+        if id(job.bench) not in self._sent:
+            self._send(("bench", id(job.bench), job.bench))
+            self._sent.add(id(job.bench))
+        self._send(("case", id(job.bench), job.case))
+        measured, sticky, cuda_error = self._receive(timeout_s, "on this case")
+        if cuda_error:
+            self.last_cuda_error = cuda_error
+        return measured, bool(sticky)
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        try:
+            self._inbox.send(message)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            raise ChildGone(self._death()) from None
+
+    def _receive(self, timeout_s: float, doing: str) -> Any:
+        try:
+            if not self._outbox.poll(timeout_s):
+                self.stop()
+                raise ChildGone(f"no progress for {timeout_s:g} s {doing} (hang)" + self._last_words())
+            return self._outbox.recv()
+        except (EOFError, ConnectionResetError, OSError):
+            raise ChildGone(self._death()) from None
+
+    def _death(self) -> str:
+        try:
+            code = self.proc.wait(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            return "the measuring process stopped answering" + self._last_words()
+        if code < 0:
+            how = f"the measuring process was killed by {signal.Signals(-code).name}"
+        else:
+            how = f"the measuring process exited with code {code}"
+        return how + self._last_words()
+
+    def _last_words(self) -> str:
+        """The last CUDA error the child reported, and the last line it printed."""
+        words = f"; last CUDA error it saw: {self.last_cuda_error}" if self.last_cuda_error else ""
+        try:
+            lines = [ln for ln in self.log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            lines = []
+        return words + (f"; its last output: {lines[-1].strip()[:300]}" if lines else "")
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL: a child that must go does go."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=TERM_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._inbox.close()
+        self._outbox.close()
+
+    def close(self) -> None:
+        """Ask it to finish, then make sure it did."""
+        try:
+            self._inbox.send(("stop",))
+            self.proc.wait(timeout=TERM_GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.stop()
+
+
+class ProcessLauncher:
+    """One child per device, its cases one after another; ``parallel``: every device's child at once."""
+
+    def __init__(self, policy: TimingPolicy, case_timeout_s: float | None = None, parallel: bool = False) -> None:
+        self.policy = policy
+        self.case_timeout_s = case_timeout_s or DEFAULT_CASE_TIMEOUT_S
+        self.parallel = parallel
+
+    def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]:
+        by_target: dict[str, list[Job]] = {}
+        for job in jobs:
+            by_target.setdefault(job.target.label, []).append(job)
+        with tempfile.TemporaryDirectory(prefix="flopfleet-children-") as folder:
+            if not self.parallel or len(by_target) < 2:
+                return [r for mine in by_target.values() for r in self._device(mine, finish, progress, Path(folder))]
+            done: dict[str, list[Result]] = {}
+            threads = [
+                threading.Thread(target=lambda k=k, m=m: done.__setitem__(k, self._device(m, finish, progress,
+                                                                                          Path(folder))))
+                for k, m in by_target.items()
+            ]  # fmt: skip
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            return [r for k in by_target for r in done.get(k, [])]
+
+    def _device(self, jobs: list[Job], finish: Finisher, progress: Progress, folder: Path) -> list[Result]:
+        """One device's cases through its child, replaced as often as it has to be."""
+        results: list[Result] = []
+        child: Child | None = None
+        started_children = 0
+        for job in jobs:
+            progress.start(job)
+            if finish.spent():
+                result = finish.skipped(job)
+            else:
+                started = finish.now()
+                try:
+                    if child is None:
+                        started_children += 1
+                        child = Child(job.target, self.policy, folder, started_children)
+                    measured, replace = child.measure(job, self.case_timeout_s)
+                    result = finish(job, measured, started)
+                    if replace:
+                        log.warning("a sticky error on %s: a fresh process takes the next cases", job.target.label)
+                        child.close()
+                        child = None
+                except ChildGone as gone:
+                    log.error("benchmark %s case %s: %s", job.bench.NAME, job.case.label, gone)
+                    result = finish.failed(job, str(gone)[:1000], started)
+                    if child is not None:
+                        child.stop()
+                    child = None
+                except Exception as exc:  # the case could not be handed over (unpicklable, say): its error alone
+                    log.exception("benchmark %s case %s could not be measured", job.bench.NAME, job.case.label)
+                    result = finish.failed(job, f"could not hand the case to its process: {type(exc).__name__}: "
+                                                f"{exc}"[:1000], started)  # fmt: skip
+            if self.parallel:
+                result = result.model_copy(update={"flags": tuple(dict.fromkeys((*result.flags, "parallel")))})
+            progress.end(job, result)
+            results.append(result)
+        if child is not None:
+            child.close()
+        return results

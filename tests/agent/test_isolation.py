@@ -1,0 +1,166 @@
+"""Benchmarks that crash, exit, hang, raise or are killed from outside, each in its own measuring process: the
+run is complete, written and posted, the agent exits 0, and every other case is measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from schemas import RunSubmission
+from tests.conftest import ROOT, agent_cli
+from tests.servers import Collector
+
+# Not imported here: importing tests.agent.crashers registers its families in this process too.
+FAMILIES = ("crash_raise", "crash_segfault", "crash_exit", "crash_hang", "crash_killed", "crash_assert")
+PIDFILE = "FLOPFLEET_TEST_PIDFILE"
+
+
+def _kill_when_it_appears(pidfile: Path, stop: threading.Event) -> None:
+    while not stop.is_set():
+        if pidfile.exists() and pidfile.read_text():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            return
+        time.sleep(0.05)
+
+
+def test_every_way_a_benchmark_can_fail_leaves_a_complete_posted_run(collector: Collector, tmp_path: Path) -> None:
+    pidfile, out = tmp_path / "child.pid", tmp_path / "run.json"
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_when_it_appears, args=(pidfile, stop), daemon=True)
+    killer.start()
+    env = {"FLOPFLEET_PLUGINS": "tests.agent.crashers", PIDFILE: str(pidfile)}
+    began = time.monotonic()
+    done = agent_cli("run", "--suite", "crash", "--device", "cpu", "--case-timeout", "3", "-q", "--output", str(out),
+                     "--collector", collector.url, "--token", collector.token, "--spool-dir", str(tmp_path / "spool"),
+                     env=env, timeout=240)  # fmt: skip
+    stop.set()
+    assert done.returncode == 0, done.stderr  # only benchmarks failed: the run itself did not
+    assert time.monotonic() - began < 120
+    run = RunSubmission.model_validate_json(out.read_text())
+    outcome: dict[str, list[tuple[str, str | None]]] = {}
+    for r in run.results:
+        outcome.setdefault(r.name, []).append((r.status, r.reason))
+    assert outcome["matmul"] == [("ok", None)]
+    reasons = {name: outcome[name][0][1] or "" for name in outcome}
+    assert reasons["crash_raise"].startswith("RuntimeError: CUDA error: an illegal memory access")
+    assert reasons["crash_segfault"].startswith("the measuring process was killed by SIGSEGV")
+    assert "last CUDA error it saw: RuntimeError: CUDA error" in reasons["crash_segfault"]
+    assert reasons["crash_exit"].startswith("the measuring process exited with code 3")
+    assert reasons["crash_hang"].startswith("no progress for 3 s on this case (hang)")
+    assert reasons["crash_killed"].startswith("the measuring process was killed by SIGKILL")
+    assert reasons["crash_assert"].startswith("IndexError")  # on the CPU; on a GPU the assert poisons the context
+    for family in FAMILIES:  # the crashing case is an error, and the next case is measured by a fresh child
+        assert [s for s, _ in outcome[family]] == ["error", "ok"], (family, outcome[family])
+    stored = httpx.get(f"{collector.url}/api/v1/runs/{run.run_id}")
+    assert stored.status_code == 200 and len(json.loads(stored.text)["results"]) == len(run.results)
+
+
+def test_a_hung_case_is_stopped_even_when_it_ignores_sigterm(tmp_path: Path) -> None:
+    from agent.launchers.process import TERM_GRACE_S
+
+    script = tmp_path / "ignore_term.py"  # a plugin whose hang ignores SIGTERM: the watchdog must SIGKILL it
+    script.write_text(
+        "import signal, time\n"
+        "from tests.agent.crashers import Hangs\n"
+        "def crash(self):\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "    time.sleep(3600)\n"
+        "Hangs.crash = crash\n"
+    )
+    env = {"FLOPFLEET_PLUGINS": "tests.agent.crashers,ignore_term", "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    began = time.monotonic()
+    done = agent_cli("run", "--suite", "crash", "--device", "cpu", "--only", "crash_hang", "--case-timeout", "2",
+                     "-q", "--output", str(tmp_path / "run.json"), env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = RunSubmission.model_validate_json((tmp_path / "run.json").read_text())
+    assert [r.status for r in run.results] == ["error", "ok"], [r.reason for r in run.results]
+    assert time.monotonic() - began < 60
+    assert TERM_GRACE_S <= 10
+
+
+def test_inline_runs_in_the_agents_process_and_options_are_checked(tmp_path: Path) -> None:
+    env = {"FLOPFLEET_PLUGINS": "tests.agent.crashers"}
+    inline = agent_cli("run", "--suite", "crash", "--device", "cpu", "--only", "matmul,crash_raise", "--isolation",
+                       "inline", "-q", "--output", str(tmp_path / "run.json"), env=env)  # fmt: skip
+    assert inline.returncode == 0, inline.stderr
+    run = RunSubmission.model_validate_json((tmp_path / "run.json").read_text())
+    assert [(r.name, r.status) for r in run.results] == [("matmul", "ok"), ("crash_raise", "error"),
+                                                           ("crash_raise", "ok")]  # fmt: skip
+    bad = agent_cli("run", "--device", "cpu", "--isolation", "nowhere", "-q")
+    assert bad.returncode == 1 and "--isolation 'nowhere' is not one of: process, inline" in bad.stderr
+    timeout = agent_cli("run", "--device", "cpu", "--case-timeout", "0", "-q")
+    assert timeout.returncode == 1 and "--case-timeout 0.0 must be" in timeout.stderr
+    unknown = agent_cli("run", "--device", "cpu", "-q", env={"FLOPFLEET_PLUGINS": "no_such_module_here"})
+    assert unknown.returncode == 1 and "FLOPFLEET_PLUGINS names 'no_such_module_here'" in unknown.stderr
+
+
+def test_the_measuring_child_answers_over_its_pipes_and_prints_nowhere_else(tmp_path: Path) -> None:
+    """The child as its own program: two cases on the CPU, then a clean stop."""
+    from multiprocessing.connection import Connection
+
+    from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    child_reads, parent_writes = os.pipe()
+    parent_reads, child_writes = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes)],
+                            pass_fds=(child_reads, child_writes), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+    os.close(child_reads)
+    os.close(child_writes)
+    inbox, outbox = Connection(parent_writes, readable=False), Connection(parent_reads, writable=False)
+    target = cpu_target()
+    bench = MatmulBenchmark(MatmulGrid(sizes=(64, 128), dtypes=("fp32",)))
+    inbox.send(("setup", target, TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.001, max_time_s=0.01)))
+    assert outbox.poll(60) and outbox.recv() == ("ready",)
+    inbox.send(("bench", 1, bench))
+    for case in bench.cases(target):
+        inbox.send(("case", 1, case))
+        measured, sticky, cuda_error = outbox.recv()
+        assert measured.status == "ok" and measured.outcome.metrics.tflops > 0
+        assert (sticky, cuda_error) == ("", "")
+    inbox.send(("stop",))
+    printed, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and printed == b""
+    inbox.close()
+    outbox.close()
+
+
+def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
+    """``--parallel``'s launcher on two CPU 'devices' (the CLI takes --parallel on GPUs only): each device gets its
+    own child, both run at the same time, and every result is flagged parallel."""
+    from dataclasses import replace
+
+    from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.launchers import device_launcher
+    from agent.monitor import Monitor
+    from agent.runner import run_cases
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.2, max_time_s=0.3)
+    cpu = cpu_target()
+    targets = [replace(cpu, name=f"{cpu.name} A"), replace(cpu, name=f"{cpu.name} B")]
+    bench = MatmulBenchmark(MatmulGrid(sizes=(64, 128, 256), dtypes=("fp32",)))
+    events: list[tuple[float, str, bool]] = []
+    began = time.monotonic()
+    results = run_cases([bench], targets, [], policy, Monitor(None, {}),
+                        launcher=device_launcher("process", policy, parallel=True),
+                        on_event=lambda e: events.append((time.monotonic(), e.target, e.result is None)))  # fmt: skip
+    assert [r.status for r in results] == ["ok"] * 6
+    assert all("parallel" in r.flags for r in results)
+    starts = {target: min(t for t, where, start in events if where == target and start) for target in
+              (t.label for t in targets)}  # fmt: skip
+    ends = {target: max(t for t, where, start in events if where == target and not start) for target in starts}
+    a, b = (t.label for t in targets)
+    assert starts[b] < ends[a] and starts[a] < ends[b]  # the two devices' cases overlapped in time
+    assert time.monotonic() - began < 60
