@@ -114,7 +114,10 @@ def measure_case(bench: Benchmark[Any], case: Case, ctx: CaseContext) -> Measure
             log.exception("benchmark %s case %s failed", bench.NAME, case.label)
             status, reason = "error", f"{type(exc).__name__}: {_first_line(exc)}"
     if outcome is None:
-        ctx.free_memory()
+        try:
+            ctx.free_memory()
+        except Exception:  # a poisoned device context fails here too; the case's own error is what to report
+            log.warning("freeing memory after %s case %s failed too", bench.NAME, case.label, exc_info=True)
     return Measured(outcome, status, reason, time.perf_counter() - t0)
 
 

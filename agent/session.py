@@ -10,7 +10,7 @@ from schemas import SCHEMA_VERSION, Gpu, RunSubmission
 from schemas.environment import MAX_SAMPLES
 
 from . import __version__, probe
-from .benchmarks import Span
+from .benchmarks import Benchmark, Span
 from .config import RunConfig
 from .launchers import device_launcher
 from .monitor import Monitor, RunState
@@ -25,11 +25,18 @@ def targets_for(config: RunConfig) -> list[Target]:
 
 
 def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmission:
-    import torch
-
     chosen = suite(config.suite).with_attention(config.attn_implementation)
     benchmarks = chosen.benchmarks(config.only, config.skip)
+    launcher = device_launcher(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
+                               parallel=config.parallel)  # fmt: skip
+    device_benchmarks = [b for b in benchmarks if isinstance(b, Benchmark)]
+    if device_benchmarks and not config.parallel:  # started before torch's import here, to overlap with it
+        launcher.prepare(tuple(m for b in device_benchmarks for m in b.WARM))
+    import torch
+
     targets = targets_for(config)
+    if device_benchmarks and config.parallel:
+        launcher.prepare(tuple(m for b in device_benchmarks for m in b.WARM), count=len(targets))
     torch.manual_seed(0)
     started = datetime.now(timezone.utc)
     deadline = time.monotonic() + config.time_budget_s if config.time_budget_s else None
@@ -43,8 +50,6 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
                     handles[gpu.index] = handle
         with Monitor(nvml, handles) as monitor:
             span = Span(kind=config.device, targets=tuple(targets), nodes=config.nodes)  # type: ignore[arg-type]
-            launcher = device_launcher(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
-                                       parallel=config.parallel)  # fmt: skip
             results = run_cases(benchmarks, targets, gpus, chosen.policy, monitor, span=span, deadline=deadline,
                                 on_event=on_event, launcher=launcher)  # fmt: skip
         gpus = [_with_state(gpu, monitor.run_state(gpu.index)) for gpu in gpus]

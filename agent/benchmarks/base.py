@@ -69,6 +69,8 @@ class BenchmarkBase(ABC, Generic[G]):
     KIND: ClassVar[str]
     DESCRIPTION: ClassVar[str]
     Grid: ClassVar[type[Any]]
+    #: Modules its cases import: a measuring child imports them before its first case, while the agent probes.
+    WARM: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, grid: G) -> None:
         if not isinstance(grid, self.Grid):

@@ -34,6 +34,7 @@ class _LayerBenchmark(Benchmark[LayerGrid]):
     KIND = "layer"
     BLOCK: str
     Grid = LayerGrid
+    WARM = models.WARM_MODULES
 
     def cases(self, target: Target) -> list[Case]:
         shape = models.SHAPES[self.grid.model]

@@ -41,6 +41,7 @@ def precision_for(target: Target) -> str:
 class _TrainingBenchmark(Benchmark[TrainingGrid]):
     KIND = "training"
     Grid = TrainingGrid
+    WARM = models.WARM_MODULES
 
     def cases(self, target: Target) -> list[Case]:
         import torch

@@ -80,4 +80,7 @@ class Counted:
 class DeviceLauncher(Protocol):
     """Runs device cases somewhere and returns their results in plan order."""
 
+    def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
+        """Get ready early (start measuring processes importing ``warm``), before the agent imports torch."""
+
     def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]: ...

@@ -1,7 +1,8 @@
 """The measuring child of ``process``: runs the cases its parent sends on one device and answers each at once.
 
-``python -m agent.launchers.child READ_FD WRITE_FD``: messages are pickled tuples over two pipes. What the child
-prints goes to a log its parent reads when it dies; the pipes carry only messages.
+``python -m agent.launchers.child READ_FD WRITE_FD [MODULE,...]``: messages are pickled tuples over two pipes. It
+imports torch and the modules named first, then waits for its device. What the child prints goes to a log its parent
+reads when it dies; the pipes carry only messages.
 """
 
 from __future__ import annotations
@@ -38,9 +39,22 @@ def _cuda_error(measured: Measured) -> str:
     return reason if measured.status == "error" and ("CUDA" in reason or "cuda" in reason) else ""
 
 
+def warm(modules: list[str]) -> None:
+    """Import torch and what the run's cases will import, before the device is known: this runs while the agent
+    still probes the machine and plans, so its cost is hidden rather than paid in a case."""
+    import importlib
+
+    import torch  # noqa: F401
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # the case that needs it will say so itself
+            continue
+
+
 def serve(inbox: Connection, outbox: Connection) -> None:
     _, target, policy = inbox.recv()
-    # torch's import and the device's context now, so that they count against the start, not the first case
     import torch
 
     select(target)
@@ -76,6 +90,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
 def main(argv: list[str]) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     load_plugins(os.environ)  # the parent's plugins, so that what they change holds here too
+    warm([m for m in argv[3].split(",") if m] if len(argv) > 3 else [])
     serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False))
 
 

@@ -19,6 +19,9 @@ class InlineLauncher:
     def __init__(self, policy: TimingPolicy) -> None:
         self.policy = policy
 
+    def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
+        """Nothing to start: the cases run here."""
+
     def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]:
         results: list[Result] = []
         contexts: dict[str, CaseContext] = {}

@@ -41,14 +41,14 @@ TERM_GRACE_S = 5.0
 
 
 class Child:
-    """One measuring process for one device."""
+    """One measuring process for one device: started first (it imports while the agent works), given its device
+    by ``setup``."""
 
-    def __init__(self, target: Target, policy: TimingPolicy, folder: Path, number: int) -> None:
-        self.target = target
-        self.log = folder / f"child-{target.index if target.index is not None else 'cpu'}-{number}.log"
+    def __init__(self, folder: Path, number: int, warm: tuple[str, ...] = ()) -> None:
+        self.log = folder / f"child-{number}.log"
         child_reads, parent_writes = os.pipe()
         parent_reads, child_writes = os.pipe()
-        command = [sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes)]
+        command = [sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes), ",".join(warm)]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 command, pass_fds=(child_reads, child_writes), stdin=subprocess.DEVNULL, stdout=out,
@@ -60,6 +60,9 @@ class Child:
         self._outbox = Connection(parent_reads, writable=False)  # what it answers
         self._sent: set[int] = set()
         self.last_cuda_error = ""
+
+    def setup(self, target: Target, policy: TimingPolicy) -> None:
+        """Give it its device and wait until it is ready to measure (ChildGone if it does not get there)."""
         self._send(("setup", target, policy))
         self._receive(START_S, "to start")
 
@@ -134,37 +137,82 @@ class Child:
 
 
 class ProcessLauncher:
-    """One child per device, its cases one after another; ``parallel``: every device's child at once."""
+    """One child per device, its cases one after another; ``parallel``: every device's child at once.
+
+    A child is started before it is needed (``prepare``, and a spare while a device is measured) so that its
+    interpreter, torch and the modules of the run's benchmarks are imported while other work goes on: on the H200
+    those took 6 s and 12 s, more than the standard suite's cost budget.
+    """
 
     def __init__(self, policy: TimingPolicy, case_timeout_s: float | None = None, parallel: bool = False) -> None:
         self.policy = policy
         self.case_timeout_s = case_timeout_s or DEFAULT_CASE_TIMEOUT_S
         self.parallel = parallel
+        self._folder = tempfile.TemporaryDirectory(prefix="flopfleet-children-")
+        self._spares: list[Child] = []
+        self._started = 0
+        self._lock = threading.Lock()
+        self._warm: tuple[str, ...] = ()
+
+    def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
+        """Start ``count`` children now, importing ``warm`` (the modules the run's benchmarks declare)."""
+        self._warm = tuple(dict.fromkeys(warm))
+        for _ in range(count):
+            self._spares.append(self._spawn())
+
+    def _spawn(self) -> Child:
+        with self._lock:
+            self._started += 1
+            number = self._started
+        return Child(Path(self._folder.name), number, self._warm)
+
+    def _child_for(self, target: Target, another_device_next: bool) -> Child:
+        """A started child set up for ``target``; a spare is started now for the device measured next."""
+        with self._lock:
+            child = self._spares.pop(0) if self._spares else None
+        child = child or self._spawn()
+        if another_device_next:
+            with self._lock:
+                if not self._spares:
+                    self._spares.append(self._spawn())
+        child.setup(target, self.policy)
+        return child
+
+    def close(self) -> None:
+        for spare in self._spares:
+            spare.close()
+        self._spares = []
+        self._folder.cleanup()
 
     def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]:
         by_target: dict[str, list[Job]] = {}
         for job in jobs:
             by_target.setdefault(job.target.label, []).append(job)
-        with tempfile.TemporaryDirectory(prefix="flopfleet-children-") as folder:
-            if not self.parallel or len(by_target) < 2:
-                return [r for mine in by_target.values() for r in self._device(mine, finish, progress, Path(folder))]
+        try:
+            devices = list(by_target.values())
+            if not self.parallel or len(devices) < 2:
+                return [r for i, mine in enumerate(devices) for r in self._device(mine, finish, progress,
+                                                                                  i + 1 < len(devices))]  # fmt: skip
             done: dict[str, list[Result]] = {}
             threads = [
-                threading.Thread(target=lambda k=k, m=m: done.__setitem__(k, self._device(m, finish, progress,
-                                                                                          Path(folder))))
+                threading.Thread(target=lambda k=k, m=m: done.__setitem__(k, self._device(m, finish, progress)))
                 for k, m in by_target.items()
-            ]  # fmt: skip
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
             return [r for k in by_target for r in done.get(k, [])]
+        finally:
+            self.close()
 
-    def _device(self, jobs: list[Job], finish: Finisher, progress: Progress, folder: Path) -> list[Result]:
+    def _device(
+        self, jobs: list[Job], finish: Finisher, progress: Progress, another_device_next: bool = False
+    ) -> list[Result]:
         """One device's cases through its child, replaced as often as it has to be."""
         results: list[Result] = []
         child: Child | None = None
-        started_children = 0
+        first = True
         for job in jobs:
             progress.start(job)
             if finish.spent():
@@ -173,8 +221,8 @@ class ProcessLauncher:
                 started = finish.now()
                 try:
                     if child is None:
-                        started_children += 1
-                        child = Child(job.target, self.policy, folder, started_children)
+                        child = self._child_for(job.target, another_device_next and first)
+                        first = False
                     measured, replace = child.measure(job, self.case_timeout_s)
                     result = finish(job, measured, started)
                     if replace:
