@@ -195,7 +195,9 @@ class ProcessLauncher:
                                                                                   i + 1 < len(devices))]  # fmt: skip
             done: dict[str, list[Result]] = {}
             threads = [
-                threading.Thread(target=lambda k=k, m=m: done.__setitem__(k, self._device(m, finish, progress)))
+                threading.Thread(
+                    target=lambda k=k, m=m: done.__setitem__(k, self._device(m, finish, progress, at_once=True))
+                )
                 for k, m in by_target.items()
             ]
             for thread in threads:
@@ -207,9 +209,15 @@ class ProcessLauncher:
             self.close()
 
     def _device(
-        self, jobs: list[Job], finish: Finisher, progress: Progress, another_device_next: bool = False
+        self,
+        jobs: list[Job],
+        finish: Finisher,
+        progress: Progress,
+        another_device_next: bool = False,
+        at_once: bool = False,
     ) -> list[Result]:
-        """One device's cases through its child, replaced as often as it has to be."""
+        """One device's cases through its child, replaced as often as it has to be; ``at_once``: while other devices
+        are measured too (the results say so: flag ``parallel``)."""
         results: list[Result] = []
         child: Child | None = None
         first = True
@@ -239,7 +247,7 @@ class ProcessLauncher:
                     log.exception("benchmark %s case %s could not be measured", job.bench.NAME, job.case.label)
                     result = finish.failed(job, f"could not hand the case to its process: {type(exc).__name__}: "
                                                 f"{exc}"[:1000], started)  # fmt: skip
-            if self.parallel:
+            if at_once:
                 result = result.model_copy(update={"flags": tuple(dict.fromkeys((*result.flags, "parallel")))})
             progress.end(job, result)
             results.append(result)
