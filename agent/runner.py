@@ -27,6 +27,7 @@ from .cases import HIGH_CV, RESULT_MODELS, make_result
 from .distributed.launch import Group, Task, launch
 from .errors import Unsupported
 from .launchers import Counted, DeviceLauncher, Finisher, Job
+from .launchers.base import SPENT
 from .launchers.inline import InlineLauncher
 from .monitor import Monitor
 from .target import Target
@@ -144,8 +145,7 @@ def run_group(
         if isinstance(spec, Unsupported):
             failed.update({i: ("unsupported", str(spec)) for i in range(index, end)})
         elif deadline is not None and time.monotonic() > deadline:
-            spent = "the run's time budget was spent before this case"
-            failed.update({i: ("skipped", spent) for i in range(index, end)})
+            failed.update({i: ("skipped", SPENT) for i in range(index, end)})
         if index in failed:
             for i in range(index, end):
                 progress.end(bench, cases[i], where)

@@ -18,7 +18,6 @@ Every refusal is reported to ``on_refusal`` (the app's metrics count it as a 4xx
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import resource
 import time
@@ -29,7 +28,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from .security import SECURITY_HEADERS
+from .security import SECURITY_HEADERS, error_json
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ def connection_cap(requested: int, open_files: int) -> int:
 
 
 def _answer(status: int, code: str, message: str) -> bytes:
-    body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
+    body = error_json(code, message)
     head = [STATUS_LINE[status], b"content-type: application/json\r\n", b"connection: close\r\n"]
     head += [name + b": " + value + b"\r\n" for name, value in SECURITY_HEADERS]
     head += [b"content-length: " + str(len(body)).encode() + b"\r\n", b"\r\n"]

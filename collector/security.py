@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import fnmatch
 import ipaddress
-import json
 import socket
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from schemas import ErrorBody, ErrorInfo
 
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; base-uri 'none'; "
@@ -78,8 +79,13 @@ def cross_site_refused(method: str, headers: dict[bytes, bytes]) -> bool:
     return not (navigation and method in ("GET", "HEAD"))
 
 
+def error_json(code: str, message: str) -> bytes:
+    """The common error shape (``schemas.ErrorBody``), for answers made below the app."""
+    return ErrorBody(error=ErrorInfo(code=code, message=message)).model_dump_json().encode()
+
+
 def _refusal(status: int, code: str, message: str) -> tuple[Message, Message]:
-    body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
+    body = error_json(code, message)
     start: Message = {
         "type": "http.response.start",
         "status": status,
