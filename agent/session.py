@@ -12,7 +12,7 @@ from schemas.environment import MAX_SAMPLES
 from . import __version__, probe
 from .benchmarks import Benchmark, Span
 from .config import RunConfig
-from .launchers import device_launcher
+from .launchers import launchers_for
 from .monitor import Monitor, RunState
 from .nvml import open_nvml
 from .runner import ProgressFn, run_cases
@@ -27,16 +27,16 @@ def targets_for(config: RunConfig) -> list[Target]:
 def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmission:
     chosen = suite(config.suite).with_attention(config.attn_implementation)
     benchmarks = chosen.benchmarks(config.only, config.skip)
-    launcher = device_launcher(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
-                               parallel=config.parallel)  # fmt: skip
+    launchers = launchers_for(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
+                              parallel=config.parallel)  # fmt: skip
     device_benchmarks = [b for b in benchmarks if isinstance(b, Benchmark)]
     if device_benchmarks and not config.parallel:  # started before torch's import here, to overlap with it
-        launcher.prepare(tuple(m for b in device_benchmarks for m in b.WARM))
+        launchers.device.prepare(tuple(m for b in device_benchmarks for m in b.WARM))
     import torch
 
     targets = targets_for(config)
     if device_benchmarks and config.parallel:
-        launcher.prepare(tuple(m for b in device_benchmarks for m in b.WARM), count=len(targets))
+        launchers.device.prepare(tuple(m for b in device_benchmarks for m in b.WARM), count=len(targets))
     torch.manual_seed(0)
     started = datetime.now(timezone.utc)
     deadline = time.monotonic() + config.time_budget_s if config.time_budget_s else None
@@ -51,7 +51,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         with Monitor(nvml, handles) as monitor:
             span = Span(kind=config.device, targets=tuple(targets), nodes=config.nodes)  # type: ignore[arg-type]
             results = run_cases(benchmarks, targets, gpus, chosen.policy, monitor, span=span, deadline=deadline,
-                                on_event=on_event, launcher=launcher)  # fmt: skip
+                                on_event=on_event, launchers=launchers)  # fmt: skip
         gpus = [_with_state(gpu, monitor.run_state(gpu.index)) for gpu in gpus]
         samples = monitor.samples(MAX_SAMPLES)
         software = probe.software(nvml)

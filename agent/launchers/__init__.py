@@ -1,13 +1,15 @@
-"""Where benchmarks run, chosen in one place: ``inline`` (the agent's process), ``process`` (a child process per
-device, the default) for device benchmarks, and the torchrun-style worker group (``agent.distributed.launch``)
-for the collective and data-parallel ones."""
+"""Where benchmarks run, chosen in one place (``launchers_for``): device benchmarks ``inline`` (the agent's process)
+or ``process`` (a child process per device, the default), and group benchmarks (collectives, data-parallel) on
+torchrun-style worker groups (``group``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..timing import TimingPolicy
 from .base import Counted, DeviceLauncher, Finisher, Job, Progress
+from .group import GroupLauncher
 from .inline import InlineLauncher
 from .process import ProcessLauncher
 
@@ -15,13 +17,25 @@ Isolation = Literal["process", "inline"]
 ISOLATIONS: tuple[Isolation, ...] = ("process", "inline")
 
 
-def device_launcher(
+@dataclass(frozen=True)
+class Launchers:
+    """The launcher for each kind of benchmark in a run."""
+
+    device: DeviceLauncher
+    group: GroupLauncher = field(default_factory=GroupLauncher)
+
+
+def launchers_for(
     isolation: Isolation, policy: TimingPolicy, *, case_timeout_s: float | None = None, parallel: bool = False
-) -> DeviceLauncher:
-    """The launcher for device benchmarks: ``parallel`` measures every device at once, each in its own child."""
-    if isolation == "inline":
-        return InlineLauncher(policy)
-    return ProcessLauncher(policy, case_timeout_s=case_timeout_s, parallel=parallel)
+) -> Launchers:
+    """``parallel`` measures every device at once, each in its own child; ``case_timeout_s`` bounds every case, a
+    device case's or a worker group's."""
+    device: DeviceLauncher = (
+        InlineLauncher(policy)
+        if isolation == "inline"
+        else ProcessLauncher(policy, case_timeout_s=case_timeout_s, parallel=parallel)
+    )
+    return Launchers(device, GroupLauncher(case_timeout_s))
 
 
 __all__ = [
@@ -29,8 +43,10 @@ __all__ = [
     "Counted",
     "DeviceLauncher",
     "Finisher",
+    "GroupLauncher",
     "Isolation",
     "Job",
+    "Launchers",
     "Progress",
-    "device_launcher",
+    "launchers_for",
 ]

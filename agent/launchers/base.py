@@ -1,4 +1,4 @@
-"""What every device launcher is given and gives back: the planned cases, how to finish each result, progress."""
+"""What every launcher is given and gives back: the planned cases, how to finish each result, progress."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from schemas import Gpu, Result
 
-from ..benchmarks import Benchmark, Case
+from ..benchmarks import AnyBenchmark, Benchmark, Case
 from ..cases import Measured, failed_result, finish_case
 from ..monitor import Monitor
 from ..target import Target
@@ -45,6 +45,8 @@ class Finisher:
     def spent(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
 
+    spent_reason = SPENT
+
     def skipped(self, job: Job) -> Result:
         return failed_result(job.bench, job.case, job.target, "skipped", SPENT)
 
@@ -54,27 +56,42 @@ class Finisher:
 
 
 class Progress(Protocol):
-    def start(self, job: Job) -> None: ...
+    """Where each case stands; ``where`` is the device or group it runs on."""
 
-    def end(self, job: Job, result: Result) -> None: ...
+    def start(self, bench: AnyBenchmark, case: Case, where: str) -> None: ...
+
+    def end(self, bench: AnyBenchmark, case: Case, where: str, result: Result | None = None) -> None:
+        """The case ended (counted); ``result`` None when it comes later, with ``settled``."""
+
+    def settled(self, bench: AnyBenchmark, case: Case, where: str, result: Result) -> None:
+        """The result of a case already counted (a group benchmark's, once all its cases are refined)."""
+
+
+#: (cases done, benchmark, case, where, its result or None when it starts)
+Report = Callable[[int, AnyBenchmark, Case, str, Result | None], None]
 
 
 @dataclass
 class Counted:
     """Progress over a known number of cases, safe to report from several threads (``--parallel``)."""
 
-    report: Callable[[int, Job, Result | None], None]
+    report: Report
     done: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self, job: Job) -> None:
+    def start(self, bench: AnyBenchmark, case: Case, where: str) -> None:
         with self._lock:
-            self.report(self.done, job, None)
+            self.report(self.done, bench, case, where, None)
 
-    def end(self, job: Job, result: Result) -> None:
+    def end(self, bench: AnyBenchmark, case: Case, where: str, result: Result | None = None) -> None:
         with self._lock:
             self.done += 1
-            self.report(self.done, job, result)
+            if result is not None:
+                self.report(self.done, bench, case, where, result)
+
+    def settled(self, bench: AnyBenchmark, case: Case, where: str, result: Result) -> None:
+        with self._lock:
+            self.report(self.done, bench, case, where, result)
 
 
 class DeviceLauncher(Protocol):

@@ -30,7 +30,7 @@ class InlineLauncher:
             if previous is not None and previous is not job.bench:
                 previous.close()
             previous = job.bench
-            progress.start(job)
+            progress.start(job.bench, job.case, job.target.label)
             if finish.spent():
                 result = finish.skipped(job)
             else:
@@ -39,7 +39,7 @@ class InlineLauncher:
                     contexts[job.target.label] = CaseContext(job.target, self.policy)
                 started = finish.now()
                 result = finish(job, measure_case(job.bench, job.case, contexts[job.target.label]), started)
-            progress.end(job, result)
+            progress.end(job.bench, job.case, job.target.label, result)
             results.append(result)
         if previous is not None:
             previous.close()

@@ -222,7 +222,7 @@ class ProcessLauncher:
         child: Child | None = None
         first = True
         for job in jobs:
-            progress.start(job)
+            progress.start(job.bench, job.case, job.target.label)
             if finish.spent():
                 result = finish.skipped(job)
             else:
@@ -249,7 +249,7 @@ class ProcessLauncher:
                                                 f"{exc}"[:1000], started)  # fmt: skip
             if at_once:
                 result = result.model_copy(update={"flags": tuple(dict.fromkeys((*result.flags, "parallel")))})
-            progress.end(job, result)
+            progress.end(job.bench, job.case, job.target.label, result)
             results.append(result)
         if child is not None:
             child.close()

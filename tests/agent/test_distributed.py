@@ -131,6 +131,23 @@ def test_a_hung_group_is_stopped_after_the_timeout(tmp_path: Path) -> None:
     assert records[0].reason == "no progress for 4 s; the worker group was stopped"
 
 
+def test_case_timeout_bounds_a_worker_group_too_and_the_run_is_still_written(tmp_path: Path) -> None:
+    # --case-timeout reaches the group launcher as it reaches the device one: the hung all-gather is stopped at 4 s
+    # (the family's own limit is 300 s) and the other collectives of the run are measured.
+    out = tmp_path / "run.json"
+    env = _fault(tmp_path, "import time; time.sleep(3600)")
+    done = agent_cli("run", "--suite", "quick", "--device", "cpu", "--only", "collective", "--case-timeout", "4",
+                     "-q", "--output", str(out), env=env, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())["results"]
+    hung = [r for r in results if r["status"] == "error"]
+    assert len(hung) == 1 and hung[0]["params"]["op"] == "all_gather", [(r["params"], r["status"]) for r in results]
+    # Whichever notices first names the 4 s: gloo's own timeout in the waiting rank (the workers set it from the
+    # task's), or the launcher's watchdog.
+    assert "Timed out waiting 4000ms" in hung[0]["reason"] or hung[0]["reason"].startswith("no progress for 4 s")
+    assert sum(r["status"] == "ok" for r in results) == len(results) - 1 > 0
+
+
 def test_a_case_a_worker_cannot_run_is_unsupported_and_the_rest_still_run() -> None:
     records = _run(_cases(("all_reduce",), (6, 4 * KiB), 4), 4)  # 6 bytes: not one fp32 element per rank
     assert [r.status for r in records] == ["unsupported", "ok"]

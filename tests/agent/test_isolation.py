@@ -141,7 +141,7 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
     from dataclasses import replace
 
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
-    from agent.launchers import device_launcher
+    from agent.launchers import launchers_for
     from agent.monitor import Monitor
     from agent.runner import run_cases
     from agent.target import cpu_target
@@ -154,7 +154,7 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
     events: list[tuple[float, str, bool]] = []
     began = time.monotonic()
     results = run_cases([bench], targets, [], policy, Monitor(None, {}),
-                        launcher=device_launcher("process", policy, parallel=True),
+                        launchers=launchers_for("process", policy, parallel=True),
                         on_event=lambda e: events.append((time.monotonic(), e.target, e.result is None)))  # fmt: skip
     assert [r.status for r in results] == ["ok"] * 6
     assert all("parallel" in r.flags for r in results)
