@@ -26,15 +26,17 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import duckdb
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet_data import fleet_database, make_bodies  # noqa: E402
+from benchmarks.serving import CollectorProcess  # noqa: E402
 from collector.report import build_report  # noqa: E402
 from collector.store import Store  # noqa: E402
 from collector.tables import TABLES, insert_sql, parse_sql  # noqa: E402
 from collector.tokens import TokenStore  # noqa: E402
-from tests.servers import CollectorProcess  # noqa: E402
 
 
 def _cpu_s(pid: int) -> float:
@@ -65,9 +67,9 @@ def _processes(pid: int) -> list[int]:
     return [pid, *map(int, children)]
 
 
-def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]:
+def http_ingest(db: Path, bodies: list[bytes], clients: int, root: Path | None = None) -> dict[str, float]:
     token = TokenStore(db).create("bench")
-    server = CollectorProcess(db)
+    server = CollectorProcess(db, root=root)
     compressed = [gzip.compress(b, 6) for b in bodies]
     pids = _processes(server.proc.pid)
     cpu_before = [_cpu_s(p) for p in pids]
@@ -103,6 +105,7 @@ def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]
     own = _cpu_s(os.getpid()) - own_before
     busy_after, total_after = _machine_busy()
     server.stop()
+    stored = sum(f.stat().st_size for f in db.parent.glob(db.name + "*") if f.suffix in (".duckdb", ".wal"))
     if failures:
         raise SystemExit(f"{len(failures)} posts failed: {sorted(set(failures))}")
     q = statistics.quantiles(latencies, n=100)
@@ -111,6 +114,7 @@ def http_ingest(db: Path, bodies: list[bytes], clients: int) -> dict[str, float]
         "server_cpu_ms": cpu[0] * 1e3 / len(bodies), "workers_cpu_ms": sum(cpu[1:]) * 1e3 / len(bodies),
         "clients_cpu_ms": own * 1e3 / len(bodies),
         "machine_busy": (busy_after - busy_before) / max(total_after - total_before, 1.0),
+        "stored_kib": stored / 1024 / len(bodies),
     }  # fmt: skip
 
 
@@ -128,18 +132,22 @@ def raw_insert(db: Path, bodies: list[bytes]) -> float:
             "received_at": pa.array([now] * len(bodies), type=pa.timestamp("us", tz="UTC")),
             "source": ["agent"] * len(bodies),
             "token_name": pa.array([None] * len(bodies), type=pa.string()),
+            "commit_seq": pa.array([0] * len(bodies), type=pa.int64()),
         }
     )
-    with Store(db) as store:
-        cur = store.cursor()
-        began = time.perf_counter()
-        cur.begin()
-        cur.register("incoming", incoming)
-        cur.execute(parse_sql())
-        for table in TABLES:
-            cur.execute(insert_sql(table))
-        cur.commit()
-        return time.perf_counter() - began
+    with Store(db):  # the tables
+        pass
+    cur = duckdb.connect(str(db))
+    began = time.perf_counter()
+    cur.begin()
+    cur.register("incoming", incoming)
+    cur.execute(parse_sql())
+    for table in TABLES:
+        cur.execute(insert_sql(table))
+    cur.commit()
+    took = time.perf_counter() - began
+    cur.close()
+    return took
 
 
 def main() -> None:
@@ -149,6 +157,7 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=300)
     parser.add_argument("--report-runs", type=int, default=10_000, help="0 skips the report timing")
     parser.add_argument("--rounds", type=int, default=3, help="HTTP ingest rounds, each on a fresh collector")
+    parser.add_argument("--against", type=Path, help="another checkout: its collector takes every other round")
     args = parser.parse_args()
     bodies = make_bodies(args.runs, args.results)
     samples = len(json.loads(bodies[0])["gpu_samples"]["t_s"])
@@ -157,14 +166,21 @@ def main() -> None:
           f"mean body {statistics.mean(map(len, bodies)) / 1024:.0f} KiB JSON")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         walls = []
-        for i in range(args.rounds):
-            http = http_ingest(Path(tmp) / f"http{i}.duckdb", bodies, args.clients)
-            walls.append(http["wall_s"])
+        trees = [(None, "this")] + ([(args.against.resolve(), "against")] if args.against else [])
+        by_tree: dict[str, list[float]] = {}
+        for i in range(args.rounds * len(trees)):
+            root, name = trees[i % len(trees)]
+            http = http_ingest(Path(tmp) / f"http{i}.duckdb", bodies, args.clients, root)
+            walls.append(http["wall_s"]) if root is None else None
+            by_tree.setdefault(name, []).append(args.runs / http["wall_s"])
             latency = f"p50 {http['p50_ms']:.0f} ms, p95 {http['p95_ms']:.0f} ms, p99 {http['p99_ms']:.0f} ms"
-            print(f"HTTP ingest {i + 1}:    {args.runs / http['wall_s']:8.1f} runs/s "
+            print(f"HTTP ingest {i // len(trees) + 1} ({name}): {args.runs / http['wall_s']:8.1f} runs/s "
                   f"{rows / http['wall_s']:10,.0f} result rows/s   latency {latency}   CPU per run: server "
                   f"{http['server_cpu_ms']:.1f} ms, validation {http['workers_cpu_ms']:.1f} ms, clients "
-                  f"{http['clients_cpu_ms']:.1f} ms; machine {http['machine_busy']:.0%} busy")  # fmt: skip
+                  f"{http['clients_cpu_ms']:.1f} ms; machine {http['machine_busy']:.0%} busy; "
+                  f"{http['stored_kib']:.0f} KiB stored per run")  # fmt: skip
+        if args.against:
+            print("median runs/s: " + ", ".join(f"{name} {statistics.median(v):.1f}" for name, v in by_tree.items()))
         raw = raw_insert(Path(tmp) / "raw.duckdb", bodies)
         print(f"raw DuckDB bulk:  {args.runs / raw:8.1f} runs/s {rows / raw:10,.0f} result rows/s   "
               f"(HTTP reaches {raw / statistics.median(walls):.1%} of it, median round)")  # fmt: skip
@@ -175,16 +191,15 @@ def main() -> None:
         fleet_database(db, bodies[:50], args.report_runs)
         built = time.perf_counter() - began
         with Store(db, read_only=True) as store:
-            count = store.cursor().execute("SELECT count(*) FROM runs").fetchone()
-            result_rows = store.cursor().execute("SELECT count(*) FROM results").fetchone()
+            count, result_rows = store.sql("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM results)").rows[0]
             for fmt in ("html", "md"):
                 times = []
                 for _ in range(3):
                     t0 = time.perf_counter()
-                    text = build_report(store.cursor(), fmt)  # type: ignore[arg-type]
+                    text = build_report(store.reads(), fmt)
                     times.append(time.perf_counter() - t0)
                 print(f"report {fmt:4}:      {min(times):6.2f} s best of 3 ({statistics.median(times):.2f} s median) "
-                      f"over {count[0] if count else 0:,} runs, {result_rows[0] if result_rows else 0:,} results, "
+                      f"over {count:,} runs, {result_rows:,} results, "
                       f"{len(text) / 1024:.0f} KiB")  # fmt: skip
         print(f"(report database built in {built:.0f} s)")
 

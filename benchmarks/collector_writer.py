@@ -13,36 +13,28 @@ those gives the fixed cost of a commit and the cost per run that set the HTTP in
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet_data import make_bodies  # noqa: E402
-from collector.store import FIGURES_EVERY, Store, _Pending  # noqa: E402
-from collector.validation import compress, digest  # noqa: E402
+from collector.store import Store  # noqa: E402
+from collector.store.core import FIGURES_EVERY  # noqa: E402
 
 
 def commits(bodies: list[bytes], group: int, threads: int) -> float:
     """Seconds to store ``bodies`` in commits of ``group`` runs."""
-    pending = [
-        _Pending(run_id=json.loads(b)["run_id"], results=300, document=b, payload=compress(b),
-                 sha256=digest(b), received_at=datetime.now(timezone.utc), source="agent", token_name=None)
-        for b in bodies
-    ]  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "writer.duckdb", threads=threads) as store:
-        cur = store.cursor()
         began = time.perf_counter()
-        for commit, i in enumerate(range(0, len(pending), group), 1):
-            store._commit_group(cur, pending[i : i + group])
+        for commit, i in enumerate(range(0, len(bodies), group), 1):
+            store.add_group(bodies[i : i + group])
             if commit % FIGURES_EVERY == 0:  # as the writer does under continuous load
-                store._compute_figures(cur)
-        store._compute_figures(cur)
+                store.refresh()
+        store.refresh()
         return time.perf_counter() - began
 
 

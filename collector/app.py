@@ -52,7 +52,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = store is None
-        app.state.store = store or Store(settings.db, threads=settings.db_threads)
+        app.state.store = store or settings.open_store()
         if owned:
             app.state.store.harden(settings.duckdb_memory_limit())
         app.state.store.warm()

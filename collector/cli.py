@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,6 +17,9 @@ from schemas.terminal import literal
 
 from . import __version__
 from .errors import CollectorError
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 EXIT_FAILED = 1
 
@@ -30,6 +34,34 @@ out = Console()
 err = Console(stderr=True)
 
 DbOpt = Annotated[Path, typer.Option("--db", envvar="FLOPFLEET_DB", help="The DuckDB file.")]
+
+
+class ReportFormat(str, Enum):
+    md = "md"
+    html = "html"
+
+
+class QueryFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+class HealthFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+class ExportFormat(str, Enum):
+    parquet = "parquet"
+    csv = "csv"
+
+
+def settings_for(db: Path, **flags: object) -> Settings:
+    """Every command's settings: defaults, then FLOPFLEET_<NAME> variables, then its flags."""
+    from .settings import Settings
+
+    return Settings.from_env(os.environ, db=db, **flags)
 
 
 @app.command()
@@ -53,14 +85,11 @@ def serve(
     from .app import create_app
     from .logs import configure
     from .server import server_config
-    from .settings import Settings
 
     if read_token_required and public_reads:
         raise CollectorError("--read-token-required and --public-reads contradict each other")
     access = "token" if read_token_required else "open" if public_reads else None
-    settings = Settings.from_env(
-        os.environ, db=db, host=host, port=port, log_level=log_level, log_format=log_format, read_access=access
-    )
+    settings = settings_for(db, host=host, port=port, log_level=log_level, log_format=log_format, read_access=access)
     configure(settings.log_level, settings.log_format)
     sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -79,11 +108,10 @@ def ingest(
     db: DbOpt = Path("flopfleet.duckdb"),
 ) -> None:
     """Store run files without a server, with the same validation as the HTTP API."""
-    from .store import Store
     from .validation import parse_run
 
     failed = 0
-    with Store(db) as store:
+    with settings_for(db).open_store() as store:
         for path in files:
             try:
                 stored = store.add_run(parse_run(path.read_bytes()))
@@ -104,20 +132,17 @@ PricesOpt = Annotated[
 @app.command()
 def report(
     db: DbOpt = Path("flopfleet.duckdb"),
-    fmt: Annotated[str, typer.Option("--format", help="md or html")] = "html",
+    fmt: Annotated[ReportFormat, typer.Option("--format", help="Markdown or one HTML page.")] = ReportFormat.html,
     output: Annotated[Path | None, typer.Option(help="Write here instead of standard output.")] = None,
     prices: PricesOpt = None,
 ) -> None:
     """The cross-card comparison, fleet health and version changes: Markdown, or one self-contained HTML page."""
     from .reference import parse_prices
     from .report import build_report
-    from .store import Store
 
-    if fmt not in ("md", "html"):
-        raise CollectorError(f"--format {fmt!r} is not one of: md, html")
     extra = parse_prices(prices) if prices else None
-    with Store(db, read_only=True) as store:
-        text = build_report(store.cursor(), fmt, prices=extra)  # type: ignore[arg-type]
+    with settings_for(db).open_store(read_only=True) as store:
+        text = build_report(store.reads(), fmt.value, prices=extra)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -130,21 +155,23 @@ def report(
 def sql(
     query: Annotated[str, typer.Argument(help='One SELECT statement, e.g. "SELECT * FROM cards".')],
     db: DbOpt = Path("flopfleet.duckdb"),
-    fmt: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
-    max_rows: Annotated[int, typer.Option(help="Stop after this many rows.")] = 10_000,
+    fmt: Annotated[QueryFormat, typer.Option("--format", help="How to print the answer.")] = QueryFormat.table,
+    max_rows: Annotated[
+        int | None, typer.Option(help="Stop after this many rows [default: the sql_max_rows setting, 10,000].")
+    ] = None,
 ) -> None:
-    """Query the database read-only; views: cards, matmul, bandwidth, transfers, layers, training, mamf."""
+    """Query the database read-only, with the limits of the HTTP API (FLOPFLEET_SQL_TIMEOUT_S, _MAX_ROWS,
+    _MAX_BYTES); views: cards, matmul, bandwidth, transfers, layers, training, mamf."""
     from .render.query import render_query
-    from .sqlguard import run_query
-    from .store import Store
 
-    if fmt not in ("table", "csv", "json"):
-        raise CollectorError(f"--format {fmt!r} is not one of: table, csv, json")
-    with Store(db, read_only=True) as store:
-        result = run_query(store.cursor(), query, max_rows=max_rows)
-    render_query(result, fmt, out)  # type: ignore[arg-type]
+    settings = settings_for(db)
+    cap = min(max_rows or settings.sql_max_rows, settings.sql_max_rows)
+    with settings.open_store(read_only=True) as store:
+        result = store.sql(query, max_rows=cap, timeout_s=settings.sql_timeout_s, max_bytes=settings.sql_max_bytes)
+    render_query(result, fmt.value, out)
     if result.truncated:
-        err.print(Text.assemble(("note", "yellow"), f": stopped after {max_rows} rows (--max-rows)"))
+        why = f"{cap} rows (--max-rows)" if result.truncated_by == "max_rows" else "the sql_max_bytes setting"
+        err.print(Text.assemble(("note", "yellow"), f": stopped after {why}"))
 
 
 @app.command()
@@ -162,19 +189,18 @@ def schema(output: Annotated[Path | None, typer.Option(help="Write here instead 
 @app.command()
 def health(
     db: DbOpt = Path("flopfleet.duckdb"),
-    fmt: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+    fmt: Annotated[HealthFormat, typer.Option("--format", help="A table or JSON.")] = HealthFormat.table,
 ) -> None:
     """Every GPU against its model's other GPUs and its datasheet: ok, or slow by how much and why."""
     import json
 
     from rich.table import Table
 
-    from .health import fleet_health
-    from .store import Store
+    from .views import fleet_health
 
-    with Store(db, read_only=True) as store:
-        verdicts = fleet_health(store.cursor())
-    if fmt == "json":
+    with settings_for(db).open_store(read_only=True) as store:
+        verdicts = fleet_health(store.reads())
+    if fmt is HealthFormat.json:
         rows = [{"gpu": v.device, "card": v.card, "host": v.hostname, "run_id": v.run_id, "verdict": v.verdict,
                  "slow_by": v.slow_by, "causes": v.causes,
                  "figures": {k: {"value": f.value, "peers": f.peers, "peak_fraction": f.peak_fraction}
@@ -199,10 +225,9 @@ def import_reference(
     """Import published figures (the transformers-benchmarks README's five cards, bundled) or others' run files,
     labelled as reference rather than measured here."""
     from .reference import load
-    from .store import Store
     from .validation import parse_run
 
-    with Store(db) as store:
+    with settings_for(db).open_store() as store:
         sources: list[Path | None] = list(files) if files else [None]
         for path in sources:
             if path is not None and path.suffix == ".json":
@@ -227,9 +252,8 @@ def prices_set(
     db: DbOpt = Path("flopfleet.duckdb"),
 ) -> None:
     """Set (or replace) one price."""
-    from .store import Store
 
-    with Store(db) as store:
+    with settings_for(db).open_store() as store:
         store.set_price(model, price_usd, "cli")
     out.print(literal(f"price of {model!r}: ${price_usd:,.0f}"))
 
@@ -238,10 +262,9 @@ def prices_set(
 def prices_import(file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb")) -> None:
     """Set prices from a CSV with columns model,price_usd."""
     from .reference import parse_prices
-    from .store import Store
 
     prices = parse_prices(file)
-    with Store(db) as store:
+    with settings_for(db).open_store() as store:
         for model, usd in prices.items():
             store.set_price(model, usd, str(file))
     out.print(literal(f"{len(prices)} prices from {file}"))
@@ -251,12 +274,12 @@ def prices_import(file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flo
 def prices_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
     """The stored prices."""
     from .render.query import render_query
-    from .sqlguard import run_query
-    from .store import Store
 
-    with Store(db, read_only=True) as store:
-        result = run_query(store.cursor(), "SELECT model, price_usd, source, updated_at FROM prices ORDER BY 1",
-                           max_rows=10_000)  # fmt: skip
+    settings = settings_for(db)
+    with settings.open_store(read_only=True) as store:
+        result = store.sql("SELECT model, price_usd, source, updated_at FROM prices ORDER BY 1",
+                           max_rows=settings.sql_max_rows, timeout_s=settings.sql_timeout_s,
+                           max_bytes=settings.sql_max_bytes)  # fmt: skip
     render_query(result, "table", out)
 
 
@@ -276,7 +299,7 @@ def token_create(
     """Print a new token, once (only its hash is kept). Works while the collector runs."""
     from .tokens import DEFAULT_SCOPES, TokenStore, parse_scopes
 
-    store = TokenStore(db)
+    store = TokenStore(settings_for(db).db)
     scopes = parse_scopes(scope or list(DEFAULT_SCOPES))
     token = store.create(name, scopes)
     sys.stdout.write(token + "\n")
@@ -292,7 +315,7 @@ def token_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
     from .tokens import TokenStore
 
     table = Table("name", "scopes", "created", "revoked", header_style="bold")
-    for record in TokenStore(db).list():
+    for record in TokenStore(settings_for(db).db).list():
         table.add_row(literal(record.name), literal(", ".join(record.scopes)), literal(record.created_at),
                       literal(record.revoked_at or ""))  # fmt: skip
     out.print(table)
@@ -303,7 +326,7 @@ def token_revoke(name: Annotated[str, typer.Argument()], db: DbOpt = Path("flopf
     """Refuse this token from now on (a running collector notices at its next request)."""
     from .tokens import TokenStore
 
-    record = TokenStore(db).revoke(name)
+    record = TokenStore(settings_for(db).db).revoke(name)
     out.print(literal(f"token {record.name!r} revoked at {record.revoked_at}"))
 
 
@@ -311,14 +334,12 @@ def token_revoke(name: Annotated[str, typer.Argument()], db: DbOpt = Path("flopf
 def export_cmd(
     output: Annotated[Path, typer.Option(help="A new or empty folder.")],
     db: DbOpt = Path("flopfleet.duckdb"),
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv")] = "parquet",
+    fmt: Annotated[ExportFormat, typer.Option("--format", help="Parquet files or CSV.")] = ExportFormat.parquet,
 ) -> None:
     """Every table as Parquet (results partitioned by benchmark) or CSV, for DuckDB, pandas, Spark."""
     from .export import export
 
-    if fmt not in ("parquet", "csv"):
-        raise CollectorError(f"--format {fmt!r} is not one of: parquet, csv")
-    counts = export(db, fmt, output)  # type: ignore[arg-type]
+    counts = export(settings_for(db).db, fmt.value, output)
     for table, rows in counts.items():
         out.print(f"{table}: {rows} rows")
     out.print(literal(f"exported to {output}"))
@@ -339,9 +360,7 @@ def snapshot(
     if collector:
         _download_snapshot(collector, token, output)
     else:
-        from .store import Store
-
-        with Store(db, read_only=True) as store:
+        with settings_for(db).open_store(read_only=True) as store:
             store.snapshot(output)
     out.print(literal(f"snapshot written to {output}"))
 
@@ -357,6 +376,16 @@ def _download_snapshot(collector: str, token: str | None, output: Path) -> None:
         with open(output, "wb") as fh:
             for chunk in answer.iter_bytes():
                 fh.write(chunk)
+
+
+@app.command()
+def archive(db: DbOpt = Path("flopfleet.duckdb")) -> None:
+    """Move raw rows of runs older than FLOPFLEET_RETENTION_DAYS to the Parquet archive now, without a server
+    (a running collector does it by itself when idle)."""
+    settings = settings_for(db)
+    with settings.open_store() as store:
+        moved = store.archive()
+    out.print(literal(f"{moved} runs archived to {settings.archive_folder()}"))
 
 
 @app.command()

@@ -10,7 +10,7 @@ import duckdb
 
 from .errors import CollectorError
 from .render.csvsafe import neutralise_sql
-from .store import DERIVED_TABLES, SIDE_TABLES, connect
+from .store import DERIVED_TABLES, SIDE_TABLES, SUMMARY_TABLES, connect
 from .tables import TABLES
 
 Format = Literal["parquet", "csv"]
@@ -30,7 +30,7 @@ def export(db: Path, fmt: Format, out: Path) -> dict[str, int]:
     try:
         # a file from an older collector may lack the newer tables
         present = {name for (name,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        for table in (t for t in (*TABLES, *DERIVED_TABLES, *SIDE_TABLES) if t in present):
+        for table in (t for t in (*TABLES, *DERIVED_TABLES, *SIDE_TABLES, *SUMMARY_TABLES) if t in present):
             row = con.execute(f"SELECT count(*) FROM {table}").fetchone()
             counts[table] = int(row[0]) if row else 0
             target = out / table if fmt == "parquet" else out / f"{table}.csv"

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-import duckdb
+from typing import Any
 
 from .compare import Series
-from .figures import TRUSTED
 
 #: nvidia-smi's link codes, fastest first.
 LINKS = {
@@ -74,64 +72,29 @@ def _rank(code: str) -> int:
     return order.index(family) if family in order else len(order)
 
 
-def multi_gpu_machines(con: duckdb.DuckDBPyConnection) -> list[MultiGpuMachine]:
-    rows = con.execute(
-        f"""
-        WITH latest AS (
-            SELECT hostname, world_size, arg_max(run_id, started_at) AS run_id
-            FROM result_facts
-            WHERE status = 'ok' AND world_size > 1 AND benchmark IN ('collective', 'training') AND device = 'cuda'
-            GROUP BY hostname, world_size
-        )
-        SELECT l.hostname, any_value(f.card), l.world_size, max(coalesce(f.nodes, 1)), any_value(ru.topology),
-               (SELECT min(g.nvlink_active) FROM gpus g WHERE g.run_id = l.run_id),
-               max(f.busbw_gbps) FILTER (WHERE f.benchmark = 'collective' AND f.op = 'all_reduce'
-                                         AND f.bytes >= {GiB} AND {TRUSTED}),
-               arg_max(f.bytes, f.busbw_gbps) FILTER (WHERE f.benchmark = 'collective' AND f.op = 'all_reduce'
-                                                     AND f.bytes >= {GiB} AND {TRUSTED}),
-               max(f.tokens_per_s) FILTER (WHERE f.benchmark = 'training' AND f.world_size = l.world_size),
-               max(f.scaling_efficiency) FILTER (WHERE f.benchmark = 'training'),
-               CAST(l.run_id AS VARCHAR)
-        FROM latest l
-        JOIN result_facts f ON f.run_id = l.run_id
-        JOIN runs ru ON ru.run_id = l.run_id
-        GROUP BY l.hostname, l.world_size, l.run_id
-        ORDER BY l.hostname, l.world_size
-        """
-    ).fetchall()
+def multi_gpu_machines(rows: list[dict[str, Any]]) -> list[MultiGpuMachine]:
+    """One per host and GPU count, from ``Reads.machines`` (each one's latest multi-GPU figures)."""
     return [
         MultiGpuMachine(
-            hostname=str(host),
-            card=str(card),
-            gpus=int(world),
-            nodes=int(nodes),
-            links=link_summary(topology),
-            nvlink_active=int(nvlink) if nvlink is not None else None,
-            allreduce_busbw_gbps=float(busbw) if busbw is not None else None,
-            allreduce_bytes=int(at) if at is not None else None,
-            ddp_tokens_per_s=float(tokens) if tokens is not None else None,
-            scaling_efficiency=float(eff) if eff is not None else None,
-            run_id=run_id,
+            hostname=str(r["hostname"]),
+            card=str(r["card"]),
+            gpus=int(r["world_size"]),
+            nodes=int(r["nodes"] or 1),
+            links=link_summary(r["topology"]),
+            nvlink_active=int(r["nvlink_active"]) if r["nvlink_active"] is not None else None,
+            allreduce_busbw_gbps=float(r["allreduce_busbw_gbps"]) if r["allreduce_busbw_gbps"] is not None else None,
+            allreduce_bytes=int(r["allreduce_bytes"]) if r["allreduce_bytes"] is not None else None,
+            ddp_tokens_per_s=float(r["ddp_tokens_per_s"]) if r["ddp_tokens_per_s"] is not None else None,
+            scaling_efficiency=float(r["scaling_efficiency"]) if r["scaling_efficiency"] is not None else None,
+            run_id=str(r["run_id"]),
         )
-        for host, card, world, nodes, topology, nvlink, busbw, at, tokens, eff, run_id in rows
+        for r in rows
     ]
 
 
-def busbw_series(con: duckdb.DuckDBPyConnection) -> dict[str, list[Series]]:
-    """Bus bandwidth against message size, per collective, one line per host and GPU count (latest run)."""
-    rows = con.execute(
-        f"""
-        WITH latest AS (
-            SELECT hostname, world_size, arg_max(run_id, started_at) AS run_id
-            FROM result_facts WHERE benchmark = 'collective' AND status = 'ok' AND device = 'cuda'
-            GROUP BY hostname, world_size
-        )
-        SELECT f.op, f.hostname || ' · ' || f.card || ' ×' || f.world_size, f.bytes, median(f.busbw_gbps)
-        FROM result_facts f JOIN latest l USING (run_id)
-        WHERE f.benchmark = 'collective' AND {TRUSTED}
-        GROUP BY ALL ORDER BY 1, 2, 3
-        """
-    ).fetchall()
+def busbw_series(rows: list[tuple[Any, ...]]) -> dict[str, list[Series]]:
+    """Bus bandwidth against message size, per collective, one line per host and GPU count
+    (``Reads.machine_points``)."""
     charts: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for op, label, size, busbw in rows:
         charts.setdefault(str(op), {}).setdefault(str(label), []).append((float(size), float(busbw)))

@@ -1,6 +1,7 @@
 """Regressions: the same GPU model across software versions (torch, CUDA, driver).
 
-A change is called faster or slower only when the ratio of medians and the measured noise agree (asv's rule): the
+Each version's sample is its devices' latest values of a figure under it (``Reads.version_figures``). A change is
+called faster or slower only when the ratio of medians and the measured noise agree (asv's rule): the
 medians differ by more than ``MIN_CHANGE`` and by more than either version's own spread, and the two versions'
 ranges do not overlap. Anything else is "no change (within noise)".
 """
@@ -9,10 +10,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-
-import duckdb
-
-from .compare import _FIGURES_OF
+from typing import Any
 
 MIN_CHANGE = 0.02
 #: label -> figure
@@ -49,17 +47,14 @@ def _noise(values: list[float]) -> float:
     return (max(values) - min(values)) / med if med and len(values) > 1 else 0.0
 
 
-def regressions(con: duckdb.DuckDBPyConnection, model: str | None = None) -> list[Change]:
-    """Every consecutive pair of software versions per GPU model and metric, oldest first."""
+#: The figures compared, as the named query ``Reads.version_figures`` takes them.
+FIGURE_KEYS = [figure for _, figure in REGRESSION_METRICS]
+
+
+def regressions(rows: list[tuple[Any, ...]]) -> list[Change]:
+    """Every consecutive pair of software versions per GPU model and metric, oldest first, from
+    (model, figure, torch, cuda, driver, first seen, values) rows."""
     labels = dict((figure, label) for label, figure in REGRESSION_METRICS)
-    rows = con.execute(
-        f"""SELECT d.gpu_model, f.figure, d.torch, d.cuda, d.driver, min(d.started_at) AS first, list(f.value)
-            FROM {_FIGURES_OF}
-            WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND f.figure IN (SELECT unnest($figures::VARCHAR[]))
-                  {"AND d.gpu_model = $model" if model else ""}
-            GROUP BY d.gpu_model, f.figure, d.torch, d.cuda, d.driver ORDER BY d.gpu_model, f.figure, first""",
-        {"figures": list(labels), **({"model": model} if model else {})},
-    ).fetchall()
     rows = [(m, labels[f], *rest) for m, f, *rest in rows]
     rows.sort(key=lambda r: (r[0], r[1], r[5]))
     changes = []

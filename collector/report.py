@@ -1,50 +1,40 @@
-"""The report command's work: comparison, charts, fleet health and version changes, as Markdown or one HTML file."""
+"""The report: the ``report`` view rendered as Markdown or one self-contained HTML page."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Literal
 
-import duckdb
-
-from . import compare
-from .health import fleet_health
-from .machines import multi_gpu_machines
-from .regressions import regressions
+from . import views
 from .render.charts import chart_sections, collective_charts
 from .render.markdown import report_markdown
 from .render.pages import render
-from .side_by_side import SideBySide
+from .store.reads import Reads
 
-Format = Literal["md", "html"]
+ReportFormat = Literal["md", "html"]
 
 
-def build_report(
-    con: duckdb.DuckDBPyConnection,
-    fmt: Format,
-    *,
-    prices: dict[str, float] | None = None,
-    generated_at: datetime | None = None,
-) -> str:
-    with SideBySide(con) as side:
-        verdicts = side.submit(fleet_health)
-        changes = side.submit(regressions)
-        multi = side.submit(multi_gpu_machines)
-        runs = side.submit(compare.runs_table) if fmt == "html" else None
-        cmp = compare.comparison(con, extra_prices=prices)
-        sections = chart_sections(con, cmp) if fmt == "html" else []
+def render_report(data: views.Report, fmt: ReportFormat, *, generated_at: datetime | None = None) -> str:
     if fmt == "md":
-        return report_markdown(cmp, verdicts.result(), changes.result(), multi.result())
-    assert runs is not None
+        return report_markdown(data.cmp, data.verdicts, data.changes, data.machines)
+    assert data.charts is not None
     return render(
         "report.html",
         standalone=True,
-        cmp=cmp,
-        chart_sections=sections,
-        verdicts=verdicts.result(),
-        changes=changes.result(),
-        machines=multi.result(),
-        collective_charts=collective_charts(con) if multi.result() else [],
-        runs=runs.result(),
+        cmp=data.cmp,
+        chart_sections=chart_sections(data.charts),
+        verdicts=data.verdicts,
+        changes=data.changes,
+        machines=data.machines,
+        collective_charts=collective_charts(data.charts) if data.machines else [],
+        runs=data.runs,
         generated=(generated_at or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
     )
+
+
+def build_report(
+    reads: Reads, fmt: ReportFormat, *, prices: dict[str, float] | None = None, generated_at: datetime | None = None
+) -> str:
+    """The report view, read and rendered."""
+    data = views.report(reads, prices=prices, with_charts=fmt == "html")
+    return render_report(data, fmt, generated_at=generated_at)

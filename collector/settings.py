@@ -7,8 +7,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import CollectorError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 ENV_PREFIX = "FLOPFLEET_"
 
@@ -42,6 +46,10 @@ class Settings:
     idle_timeout_s: float = 5.0  # a kept-alive connection with no new request is closed after this
     max_connections: int = 1000  # open at once; also kept under the open-file limit. Past it, idle ones go first
     write_timeout_s: float = 120.0  # the longest a post waits for the database before it is answered 503
+    # Raw results, GPU samples and JSON of runs older than this many days move to Parquet under archive_dir (their
+    # figures and summaries stay); 0 keeps everything in the database.
+    retention_days: int = 0
+    archive_dir: str = ""  # empty: <db>.archive beside the database
     log_level: str = "info"
     log_format: str = "json"  # json | text
 
@@ -66,6 +74,8 @@ class Settings:
             raise CollectorError("header_timeout_s, body_timeout_s, idle_timeout_s and write_timeout_s must be > 0")
         if self.db_memory_limit != "auto" and not re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", self.db_memory_limit):
             raise CollectorError(f"db_memory_limit {self.db_memory_limit!r} is not 'auto' or a size such as 4GB")
+        if self.retention_days < 0:
+            raise CollectorError(f"retention_days {self.retention_days} must be 0 (keep everything) or more")
         if self.log_format not in ("json", "text"):
             raise CollectorError(f"log_format {self.log_format!r} is not one of: json, text")
 
@@ -82,6 +92,16 @@ class Settings:
                     raise CollectorError(f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a valid {f.name}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+    def archive_folder(self) -> Path:
+        return Path(self.archive_dir) if self.archive_dir else self.db.with_name(self.db.name + ".archive")
+
+    def open_store(self, *, read_only: bool = False) -> Store:
+        """The store these settings describe (every command opens it this way)."""
+        from .store import Store
+
+        return Store(self.db, read_only=read_only, threads=self.db_threads if not read_only else None,
+                     retention_days=self.retention_days, archive_dir=self.archive_folder())  # fmt: skip
 
     def duckdb_memory_limit(self) -> str:
         """``db_memory_limit`` as DuckDB takes it."""

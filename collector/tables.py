@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 #: What the store registers per run (as the Arrow table ``incoming``): the JSON text to parse, and the columns
-#: it supplies itself. ``payload`` is the same JSON, gzip-compressed, as stored.
-INCOMING = ("run_id", "document", "payload", "payload_sha256", "received_at", "source", "token_name")
+#: it supplies itself. ``payload`` is the same JSON, gzip-compressed, as stored. ``commit_seq`` numbers the
+#: writer's commits: every raw table carries it, so the runs stored since a moment are a range that DuckDB's
+#: zone maps find without scanning older rows (rowids are not stable once rows are deleted).
+INCOMING = ("run_id", "document", "payload", "payload_sha256", "received_at", "source", "token_name", "commit_seq")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ RUNS = Table(
     "runs",
     (
         _supplied("run_id", "UUID", nullable=False),
+        _supplied("commit_seq", "BIGINT"),
         _c("schema_version", "INTEGER", nullable=False),
         _c("agent_version", "VARCHAR", nullable=False),
         _c("suite", "VARCHAR", nullable=False),
@@ -83,6 +86,7 @@ GPUS = Table(
     "gpus",
     (
         _supplied("run_id", "UUID", nullable=False),
+        _supplied("commit_seq", "BIGINT"),
         _c("gpu_index", "INTEGER", "index", nullable=False),
         _c("name", "VARCHAR", nullable=False),
         _c("uuid", "VARCHAR"),
@@ -126,6 +130,7 @@ RESULTS = Table(
     "results",
     (
         _supplied("run_id", "UUID", nullable=False),
+        _supplied("commit_seq", "BIGINT"),
         _supplied("seq", "INTEGER", nullable=False),
         _c("benchmark", "VARCHAR", nullable=False),
         _c("name", "VARCHAR", nullable=False),
@@ -152,6 +157,7 @@ GPU_SAMPLES = Table(
     "gpu_samples",
     (
         _supplied("run_id", "UUID", nullable=False),
+        _supplied("commit_seq", "BIGINT"),
         _c("t_s", "DOUBLE", nullable=False),
         _c("gpu_index", "INTEGER", nullable=False),
         *(_c(f, "INTEGER") for f in ("sm_clock_mhz", "mem_clock_mhz")),
@@ -238,10 +244,16 @@ def select_sql(table: str) -> str:
     rows, typed = _row_spec(t)
     # Only the columns a table needs travel through its query: the parsed document is large.
     if t.array:
-        source = f"SELECT p.run_id, unnest(range(len(p.{t.array}))) AS seq, unnest(p.{t.array}) AS e FROM parsed p"
+        source = (
+            f"SELECT p.run_id, p.commit_seq, unnest(range(len(p.{t.array}))) AS seq, unnest(p.{t.array}) AS e "
+            "FROM parsed p"
+        )
     elif t.columnar:
         arrays = ", ".join(f"unnest(p.{t.columnar}.{name}) AS {name}" for name in rows)
-        source = f"SELECT run_id, struct_pack({', '.join(rows)}) AS e FROM (SELECT p.run_id, {arrays} FROM parsed p)"
+        source = (
+            f"SELECT run_id, commit_seq, struct_pack({', '.join(rows)}) AS e "
+            f"FROM (SELECT p.run_id, p.commit_seq, {arrays} FROM parsed p)"
+        )
     else:
         supplied = ", ".join(f"p.{c.name}" for c in t.columns if not c.path)
         fields = ", ".join(f"p.{key}" for key in rows)

@@ -1,89 +1,205 @@
-"""The documented views SQL users query (README "Querying with SQL"); their columns are a stable interface."""
+"""One function per view (home, cards, card, GPU, run, compare, health, machines, report): the named queries it
+reads (``store.reads``), the analysis over their rows, and the data every format renders (HTML, Markdown, CSV,
+JSON). Renderers take what these return and never see the database.
+"""
 
 from __future__ import annotations
 
-#: The GPU model as compared: its name and memory size (an 80 GB part is not a 40 GB one).
-MODEL = "g.name || ' ' || CAST(round(g.memory_bytes / 1073741824.0) AS INTEGER) || ' GiB'"
-#: A card column: the model and its power limit, so a 350 W part is never averaged with a 700 W one. CPU runs are
-#: one card per CPU model.
-CARD = f"""CASE WHEN g.name IS NULL THEN 'CPU: ' || coalesce(ru.cpu_model, ru.hostname)
-     ELSE {MODEL} || coalesce(' · ' || CAST(round(g.power_limit_w) AS INTEGER) || ' W', '') END"""
+from dataclasses import dataclass, field
+from typing import Any
 
-VIEWS: dict[str, str] = {
-    # One row per device in each run: where a card's label comes from, without scanning results.
-    "devices": f"""
-        SELECT ru.run_id, g.gpu_index, {CARD} AS card,
-               CASE WHEN g.name IS NULL THEN 'CPU: ' || coalesce(ru.cpu_model, ru.hostname) ELSE {MODEL} END
-                   AS gpu_model,
-               g.name AS gpu_name, coalesce(g.uuid, ru.hostname) AS device_id, ru.hostname, ru.started_at, ru.source,
-               ru.torch, ru.cuda, ru.driver, g.power_limit_w, g.power_limit_default_w, g.pcie_gen, g.pcie_gen_max,
-               g.pcie_width, g.pcie_width_max, g.ecc_enabled, g.other_processes, g.sm_clock_max_mhz,
-               g.throttle_reasons_seen, g.temperature_end_c
-        FROM runs ru LEFT JOIN gpus g ON g.run_id = ru.run_id
-    """,
-    # Every result with its run and GPU beside it: the base of the other views.
-    "result_facts": """
-        SELECT r.*, d.card, d.gpu_model, d.gpu_name, d.device_id AS gpu_uuid, d.power_limit_w, d.power_limit_default_w,
-               d.pcie_gen, d.pcie_gen_max, d.pcie_width, d.pcie_width_max, ru.hostname, ru.started_at, ru.suite,
-               ru.device, ru.source, ru.torch, ru.cuda, ru.driver, ru.transformers, ru.agent_version
-        FROM results r
-        JOIN runs ru USING (run_id)
-        -- A result that spans the machine (collectives, data-parallel training) has no GPU index: it is
-        -- labelled with the run's first GPU, whose card it was measured on.
-        JOIN devices d ON d.run_id = r.run_id AND d.gpu_index IS NOT DISTINCT FROM coalesce(
-            r.gpu_index, (SELECT min(g.gpu_index) FROM gpus g WHERE g.run_id = r.run_id))
-    """,
-    # One row per card: how many devices and runs measured it, and when.
-    "cards": """
-        SELECT card, any_value(gpu_model) AS gpu_model, any_value(gpu_name) AS gpu_name,
-               count(DISTINCT device_id) AS devices,
-               count(DISTINCT run_id) AS runs, min(started_at) AS first_run, max(started_at) AS last_run
-        FROM devices GROUP BY card
-    """,
-    "matmul": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, m, n, k, tflops, peak_fraction, rel_error,
-               median_s, cv, timing_method, status, reason, flags, torch, cuda, driver
-        FROM result_facts WHERE benchmark = 'matmul'
-    """,
-    "mamf": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, tflops,
-               CAST(json_extract(metrics, '$.sustained_tflops') AS DOUBLE) AS sustained_tflops, peak_fraction,
-               CAST(json_extract(metrics, '$.m') AS BIGINT) AS best_m,
-               CAST(json_extract(metrics, '$.n') AS BIGINT) AS best_n,
-               CAST(json_extract(metrics, '$.k') AS BIGINT) AS best_k, status, reason, flags
-        FROM result_facts WHERE benchmark = 'mamf'
-    """,
-    "bandwidth": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, op, elements, bytes_per_call, gbps, tflops,
-               peak_fraction, median_s, cv, timing_method, status, reason, flags
-        FROM (SELECT *, CAST(json_extract(params, '$.bytes_per_call') AS BIGINT) AS bytes_per_call
-              FROM result_facts WHERE benchmark = 'bandwidth')
-    """,
-    "transfers": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, direction, pinned, bytes, gbps, peak_fraction,
-               pcie_gen, pcie_width, pcie_gen_max, pcie_width_max, median_s, status, reason, flags
-        FROM result_facts WHERE benchmark = 'transfer'
-    """,
-    "layers": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, model, block, dtype, mode, batch, seq_len,
-               attn_implementation, tflops, peak_fraction, median_s, cv, timing_method, status, reason, flags,
-               torch, transformers
-        FROM result_facts WHERE benchmark = 'layer'
-    """,
-    "training": """
-        SELECT run_id, card, gpu_uuid, hostname, started_at, name, model, batch, seq_len, world_size,
-               samples_per_s, tokens_per_s, tflops, mfu, scaling_efficiency, peak_memory_bytes, attn_implementation,
-               median_s, status, reason, flags, torch
-        FROM result_facts WHERE benchmark = 'training'
-    """,
-    "collectives": """
-        SELECT run_id, card, hostname, started_at, op, json_extract_string(params, '$.backend') AS backend, dtype,
-               bytes, world_size, nodes, algbw_gbps, busbw_gbps, rel_error, median_s, cv, status, reason, flags,
-               torch, cuda, driver
-        FROM result_facts WHERE benchmark = 'collective'
-    """,
-    # Published figures imported with `import-reference`, labelled with where they come from.
-    "reference": """
-        SELECT card, metric, value, unit, source, note, imported_at FROM reference_values
-    """,
-}
+from schemas import RunSubmission
+
+from . import compare, health, machines, regressions
+from .compare import PEAK_CATEGORIES, Comparison, Series
+from .errors import NotFound
+from .health import Verdict
+from .machines import MultiGpuMachine
+from .regressions import Change
+from .store.reads import Reads
+from .validation import parse_run
+
+#: The charts a view can ask for, in the report's order.
+CHARTS = ("matmul", "peak", "layers", "bandwidth", "training", "price", "spread")
+
+
+@dataclass(frozen=True)
+class Charts:
+    """The data behind a view's charts (``render.charts`` draws them); a chart not asked for is empty."""
+
+    cmp: Comparison
+    only: tuple[str, ...]
+    matmul: dict[str, list[Series]] = field(default_factory=dict)
+    layers: dict[str, list[Series]] = field(default_factory=dict)
+    bandwidth: dict[str, list[Series]] = field(default_factory=dict)
+    peak: dict[str, dict[str, float]] = field(default_factory=dict)
+    spread: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    busbw: dict[str, list[Series]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Home:
+    cards: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
+    total_runs: int
+    slow: int
+    verdicts: int
+
+
+@dataclass(frozen=True)
+class CardView:
+    card: str
+    cmp: Comparison
+    verdicts: list[Verdict]
+    changes: list[Change]
+    charts: Charts
+
+
+@dataclass(frozen=True)
+class GpuView:
+    device: str
+    history: list[dict[str, Any]]
+    verdict: Verdict | None
+
+
+@dataclass(frozen=True)
+class CompareView:
+    choices: list[str]
+    chosen: list[str]
+    cmp: Comparison | None
+    message: str | None
+    charts: Charts | None
+
+
+@dataclass(frozen=True)
+class Report:
+    cmp: Comparison
+    verdicts: list[Verdict]
+    changes: list[Change]
+    machines: list[MultiGpuMachine]
+    charts: Charts | None
+    runs: list[dict[str, Any]]
+
+
+MOST_COMPARED = 4
+
+
+def measurements(reads: Reads, cards: list[str] | None = None) -> compare.Measurements:
+    return compare.Measurements(
+        cards=reads.cards(cards),
+        references=reads.reference_cards(),
+        cells=reads.cells(cards),
+        published=reads.reference_values(),
+        prices=reads.prices(),
+        runs=reads.run_count(),
+    )
+
+
+def comparison(reads: Reads, cards: list[str] | None = None, prices: dict[str, float] | None = None) -> Comparison:
+    """The cross-card table of every card, or of ``cards`` (measured or published)."""
+    measured = [c for c in cards if not c.endswith(compare.PUBLISHED)] if cards else None
+    return compare.comparison(measurements(reads, measured), cards, prices)
+
+
+def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, machines_too: bool = False) -> Charts:
+    """The data of the charts in ``only`` for the measured cards of ``cmp``."""
+    cards = [c.label for c in cmp.cards if not c.published] or None
+    peak_figures = [figure for _, figure in PEAK_CATEGORIES]
+    return Charts(
+        cmp=cmp,
+        only=only,
+        matmul=compare.matmul_series(reads.points("matmul", cards)) if "matmul" in only else {},
+        layers=compare.series(reads.points("layer", cards)) if "layers" in only else {},
+        bandwidth=compare.series(reads.points("bandwidth", cards)) if "bandwidth" in only else {},
+        peak=compare.peak_fractions(reads.peak_fractions(peak_figures, cards)) if "peak" in only else {},
+        spread=compare.spread(reads.device_values("matmul_bf16", cards)) if "spread" in only else {},
+        busbw=machines.busbw_series(reads.machine_points()) if machines_too else {},
+    )
+
+
+def fleet_health(reads: Reads, model: str | None = None) -> list[Verdict]:
+    return health.fleet_health(reads.health_devices(model), reads.health_figures(health.FIGURE_KEYS, model), model)
+
+
+def version_changes(reads: Reads, model: str | None = None) -> list[Change]:
+    return regressions.regressions(reads.version_figures(regressions.FIGURE_KEYS, model))
+
+
+def home(reads: Reads) -> Home:
+    verdicts = fleet_health(reads)
+    return Home(cards=reads.cards(), runs=reads.recent_runs(15), total_runs=reads.run_count(),
+                slow=sum(v.verdict == "slow" for v in verdicts), verdicts=len(verdicts))  # fmt: skip
+
+
+def card(reads: Reads, name: str) -> CardView:
+    model = reads.card_model(name)
+    if model is None:
+        raise NotFound(f"no card {name!r}; see /cards")
+    cmp = comparison(reads, [name])
+    return CardView(
+        card=name,
+        cmp=cmp,
+        verdicts=[v for v in fleet_health(reads, model) if v.card == name],
+        changes=version_changes(reads, model),
+        charts=charts(reads, cmp, ("matmul", "layers")),
+    )
+
+
+def gpu(reads: Reads, device: str) -> GpuView:
+    history = reads.gpu_history(device)
+    if not history:
+        raise NotFound(f"no GPU {device!r}")
+    verdict = next((v for v in fleet_health(reads, history[0]["gpu_model"]) if v.device == device), None)
+    return GpuView(device, history, verdict)
+
+
+def run(payload: str) -> RunSubmission:
+    """A stored run as the agent sent it (``Store.run_payload``)."""
+    return parse_run(payload)
+
+
+def card_names(reads: Reads) -> list[str]:
+    """Measured cards, then published ones."""
+    return [r["card"] for r in reads.cards()] + [card + compare.PUBLISHED for card, _ in reads.reference_cards()]
+
+
+def refusal(reads: Reads, cards: list[str], fewest: int) -> str | None:
+    """Why these cards cannot be compared (too few, too many, unknown), or None."""
+    if not fewest <= len(cards) <= MOST_COMPARED:
+        return f"choose {fewest} to {MOST_COMPARED} cards to compare (?cards=A&cards=B); {len(cards)} chosen"
+    known = set(card_names(reads))
+    unknown = [c for c in cards if c not in known]
+    if unknown:
+        return f"unknown card(s): {', '.join(map(repr, unknown))}; the known ones are listed at /cards"
+    return None
+
+
+def compare_cards(reads: Reads, chosen: list[str]) -> CompareView:
+    choices = card_names(reads)
+    if not chosen:
+        return CompareView(choices, chosen, None, None, None)
+    message = refusal(reads, chosen, fewest=2)
+    if message:
+        return CompareView(choices, chosen, None, message, None)
+    cmp = comparison(reads, chosen)
+    measured = any(not c.published for c in cmp.cards)
+    return CompareView(choices, chosen, cmp, None, charts(reads, cmp, ("matmul",)) if measured else None)
+
+
+def multi_gpu_machines(reads: Reads) -> list[MultiGpuMachine]:
+    """Machines with several GPUs: links, all-reduce bus bandwidth, data-parallel scaling (latest runs)."""
+    return machines.multi_gpu_machines(reads.machines())
+
+
+def report(reads: Reads, *, prices: dict[str, float] | None = None, with_charts: bool = True) -> Report:
+    """Everything the report shows; ``with_charts``: the chart data and the recent runs (the HTML report)."""
+    cmp = comparison(reads, prices=prices)
+    multi = multi_gpu_machines(reads)
+    return Report(
+        cmp=cmp,
+        verdicts=fleet_health(reads),
+        changes=version_changes(reads),
+        machines=multi,
+        charts=charts(reads, cmp, machines_too=bool(multi)) if with_charts else None,
+        runs=reads.recent_runs(50) if with_charts else [],
+    )

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
+from benchmarks.serving import CollectorProcess as CollectorProcess
 from collector.app import create_app
 from collector.server import server_config
 from collector.settings import Settings
@@ -56,50 +57,3 @@ def serve_collector(db: Path, **settings: object) -> Iterator[Collector]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
-
-
-class CollectorProcess:
-    """``flopfleet-collector serve`` in its own process, so a test can SIGKILL it and start it again."""
-
-    def __init__(
-        self, db: Path, port: int = 0, env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None
-    ) -> None:
-        import os
-        import subprocess
-        import sys
-
-        self.db = db
-        port_file = db.with_name(f"port-{time.monotonic_ns()}")
-        self.log = db.with_name(port_file.name + ".log")  # the collector's own log, for a failing test to show
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "collector", "serve", "--db", str(db), "--port", str(port), "--port-file",
-                 str(port_file), "--log-level", "warning"],
-                stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, **(env or {})}, preexec_fn=preexec,
-            )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text()):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("collector process did not start")
-            time.sleep(0.05)
-        self.port = int(port_file.read_text())
-        self.url = f"http://127.0.0.1:{self.port}"
-        import httpx
-
-        while True:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("collector process never became ready")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=60)

@@ -1,71 +1,71 @@
-"""Every chart of the report (and of the pages), built from comparison data as self-contained SVG."""
+"""Every chart of the report and the pages, drawn from a view's chart data (``views.Charts``) as self-contained SVG.
+
+A card keeps one colour across every chart of a page or report (its place among the view's measured cards), so a
+chart without one card does not shift the others' colours.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import duckdb
-
-from .. import compare, machines
-from ..side_by_side import SideBySide
-from .svg import bar_chart, line_chart, strip_chart
+from ..compare import PEAK_CATEGORIES, Comparison
+from ..views import Charts
+from .svg import PALETTE, bar_chart, line_chart, strip_chart
 
 Section = tuple[str, list[str]]
-Builder = Callable[[duckdb.DuckDBPyConnection], Section]
+Colours = dict[str, str]
 
 
-CHARTS = ("matmul", "peak", "layers", "bandwidth", "training", "price", "spread")
+def colours_of(labels: list[str]) -> Colours:
+    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
 
 
-def chart_sections(
-    con: duckdb.DuckDBPyConnection,
-    cmp: compare.Comparison,
-    cards: list[str] | None = None,
-    only: tuple[str, ...] = CHARTS,
-) -> list[Section]:
+def chart_sections(data: Charts) -> list[Section]:
     """(section title, SVGs) in the report's order; a chart with no data is left out."""
-    builders: dict[str, Builder] = {
-        "matmul": lambda c: ("Matrix multiply: TFLOPS against size", [
-            line_chart(f"matmul {dtype}", series, x_label="n (square n×n×n)", y_label="TFLOPS")
-            for dtype, series in compare.matmul_series(c, cards).items()
+    cmp = data.cmp
+    colours = colours_of([c.label for c in cmp.cards if not c.published])
+    builders: dict[str, Callable[[], Section]] = {
+        "matmul": lambda: ("Matrix multiply: TFLOPS against size", [
+            line_chart(f"matmul {dtype}", series, x_label="n (square n×n×n)", y_label="TFLOPS", colours=colours)
+            for dtype, series in data.matmul.items()
         ]),
-        "peak": lambda c: ("Fraction of the datasheet peak", [_peak_chart(c, cmp, cards)]),
-        "layers": lambda c: ("Transformer layers (fp16): TFLOPS against batch", [
-            line_chart(title, series, x_label="batch", y_label="TFLOPS")
-            for title, series in compare.layer_series(c, cards).items()
+        "peak": lambda: ("Fraction of the datasheet peak", [_peak_chart(data, colours)]),
+        "layers": lambda: ("Transformer layers (fp16): TFLOPS against batch", [
+            line_chart(title, series, x_label="batch", y_label="TFLOPS", colours=colours)
+            for title, series in data.layers.items()
         ]),
-        "bandwidth": lambda c: ("Memory bandwidth against array size", [
-            line_chart(f"memory {op}", series, x_label="bytes per array", y_label="GB/s")
-            for op, series in compare.bandwidth_series(c, cards).items()
+        "bandwidth": lambda: ("Memory bandwidth against array size", [
+            line_chart(f"memory {op}", series, x_label="bytes per array", y_label="GB/s", colours=colours)
+            for op, series in data.bandwidth.items()
         ]),
-        "training": lambda c: ("Training throughput", [_training_chart(cmp)]),
-        "price": lambda c: ("Price / performance", [_price_chart(cmp)]),
-        "spread": lambda c: ("Same model, different machines", [
-            strip_chart("BF16 matmul TFLOPS of each GPU (latest run)", compare.spread(c, cards), x_label="TFLOPS")
+        "training": lambda: ("Training throughput", [_training_chart(cmp)]),
+        "price": lambda: ("Price / performance", [_price_chart(cmp)]),
+        "spread": lambda: ("Same model, different machines", [
+            strip_chart("BF16 matmul TFLOPS of each GPU (latest run)", data.spread, x_label="TFLOPS",
+                        colours=colours)
         ]),
     }  # fmt: skip
-    with SideBySide(con) as side:
-        sections = [side.submit(builders[name]) for name in only]
-    return [(title, [svg for svg in svgs if svg]) for title, svgs in (s.result() for s in sections)]
+    sections = [builders[name]() for name in data.only]
+    return [(title, [svg for svg in svgs if svg]) for title, svgs in sections]
 
 
-def _peak_chart(con: duckdb.DuckDBPyConnection, cmp: compare.Comparison, cards: list[str] | None) -> str:
-    fractions = compare.peak_fractions(con, cards)
-    categories = [label for label, _ in compare.PEAK_CATEGORIES if any(label in f for f in fractions.values())]
-    measured = [c.label for c in cmp.cards if not c.published]
+def _peak_chart(data: Charts, colours: Colours) -> str:
+    fractions = data.peak
+    categories = [label for label, _ in PEAK_CATEGORIES if any(label in f for f in fractions.values())]
+    measured = [c.label for c in data.cmp.cards if not c.published]
     values = {(card, cat): v for card, f in fractions.items() for cat, v in f.items()}
     return bar_chart("best result as a fraction of the datasheet peak", measured, categories, values,
                      y_label="of peak", percent=True)  # fmt: skip
 
 
-def _row_values(cmp: compare.Comparison, key: str, bar: str) -> dict[tuple[str, str], float]:
+def _row_values(cmp: Comparison, key: str, bar: str) -> dict[tuple[str, str], float]:
     row = cmp.row(key)
     if row is None:
         return {}
     return {(c.label, bar): cell.median for c, cell in zip(cmp.cards, row.cells, strict=True) if cell}
 
 
-def _training_chart(cmp: compare.Comparison) -> str:
+def _training_chart(cmp: Comparison) -> str:
     values = {
         **_row_values(cmp, "train_bert_tokens", "BERT-large"),
         **_row_values(cmp, "train_gpt2_tokens", "GPT-2-medium"),
@@ -74,16 +74,17 @@ def _training_chart(cmp: compare.Comparison) -> str:
     return bar_chart("training step tokens/s", cards, ["BERT-large", "GPT-2-medium"], values, y_label="tokens/s")
 
 
-def _price_chart(cmp: compare.Comparison) -> str:
+def _price_chart(cmp: Comparison) -> str:
     values = _row_values(cmp, "fp16_per_kusd", "FP16 matmul")
     cards = [c.label for c in cmp.cards if (c.label, "FP16 matmul") in values]
     return bar_chart("FP16 matmul TFLOPS per $1,000", cards, ["FP16 matmul"], values, y_label="TFLOPS per $1,000")
 
 
-def collective_charts(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Bus bandwidth against message size, one chart per collective."""
-    charts = [
-        line_chart(f"{op.replace('_', '-')} bus bandwidth", series, x_label="message bytes", y_label="busbw GB/s")
-        for op, series in machines.busbw_series(con).items()
-    ]
+def collective_charts(data: Charts) -> list[str]:
+    """Bus bandwidth against message size, one chart per collective; a machine keeps its colour in each."""
+    colours = colours_of(sorted({s.label for lines in data.busbw.values() for s in lines}))
+    charts = []
+    for op, lines in data.busbw.items():
+        title = f"{op.replace('_', '-')} bus bandwidth"
+        charts.append(line_chart(title, lines, x_label="message bytes", y_label="busbw GB/s", colours=colours))
     return [svg for svg in charts if svg]

@@ -57,9 +57,9 @@ def report_markdown(
     lines = [
         "# flopfleet comparison",
         "",
-        f"{cmp.runs} run(s). Each cell: the median over a card's devices and runs of the best value measured "
-        "(datasheet rows from vendor datasheets; columns marked published are not measured here); a spread shows "
-        "low–high and the count where several measured it.",
+        f"{cmp.runs} run(s). Each cell: the median over a card's devices of each device's latest best value (from "
+        "its newest run that measured it; datasheet rows from vendor datasheets; columns marked published are not "
+        "measured here); a spread shows low–high and the number of devices where several measured it.",
         "",
         *comparison_markdown(cmp),
     ]

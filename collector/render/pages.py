@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from .numbers import number
+
 
 def _num(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
+
+
+def _when(value: datetime | str | None) -> str:
+    """A time for people: to the minute, in UTC."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _pct(value: float | None) -> str:
@@ -28,7 +40,7 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=_num, pct=_pct, signed_pct=_signed_pct)
+    env.filters.update(num=_num, pct=_pct, signed_pct=_signed_pct, when=_when, number=number)
     return env
 
 

@@ -6,6 +6,7 @@ import math
 from html import escape
 
 from ..compare import Series
+from .numbers import number
 
 #: Okabe-Ito: distinguishable for the common forms of colour blindness.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
@@ -44,8 +45,10 @@ def _frame(title: str, y1: float, step: float, *, percent: bool = False) -> list
     return out
 
 
-def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, log_x: bool = True) -> str:
-    """One line per series; a log2 x axis suits sizes and batches that double."""
+def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, log_x: bool = True,
+               colours: dict[str, str] | None = None) -> str:  # fmt: skip
+    """One line per series; a log2 x axis suits sizes and batches that double; ``colours``: each series' colour
+    by label (the same card the same colour in every chart), else by its place."""
     points = [p for s in series for p in s.points if p[0] > 0 or not log_x]
     if not points:
         return ""
@@ -75,14 +78,14 @@ def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, 
         f"{escape(y_label)}</text>"
     )
     for i, s in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
+        color = (colours or {}).get(s.label) or PALETTE[i % len(PALETTE)]
         pts = sorted(p for p in s.points if p[0] > 0 or not log_x)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
         for x, yv in pts:
             out.append(
                 f'<circle cx="{px(x):.1f}" cy="{py(yv):.1f}" r="3" fill="{color}">'
-                f"<title>{escape(s.label)}: {_fmt(x)} → {yv:.3g}</title></circle>"
+                f"<title>{escape(s.label)}: {_fmt(x)} → {number(yv)}</title></circle>"
             )
         ly = TOP + 14 * i
         out.append(f'<rect x="{W - RIGHT + 12}" y="{ly}" width="10" height="10" fill="{color}"/>')
@@ -115,7 +118,7 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
             if v is None:
                 continue
             x = x0 + bi * width
-            shown = f"{v:.0%}" if percent else f"{v:,.3g}"
+            shown = f"{v:.0%}" if percent else number(v)
             out.append(
                 f'<rect x="{x:.1f}" y="{py(v):.1f}" width="{width * 0.9:.1f}" height="{TOP + plot_h - py(v):.1f}" '
                 f'fill="{PALETTE[bi % len(PALETTE)]}"><title>{escape(group)}, {escape(bar)}: {shown}</title></rect>'
@@ -140,7 +143,8 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
     return "\n".join(out)
 
 
-def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label: str) -> str:
+def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label: str,
+                colours: dict[str, str] | None = None) -> str:  # fmt: skip
     """One row per card, one dot per device: how far apart same-model cards on different machines land."""
     if not rows:
         return ""
@@ -164,9 +168,10 @@ def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label
         y = TOP + 14 + 28 * i
         out.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(card[:32])}</text>')
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y}" y2="{y}" stroke="#eee"/>')
+        colour = (colours or {}).get(card) or PALETTE[i % len(PALETTE)]
         for device, v in points:
             out.append(
-                f'<circle cx="{px(v):.1f}" cy="{y}" r="4" fill="{PALETTE[i % len(PALETTE)]}" fill-opacity="0.7">'
+                f'<circle cx="{px(v):.1f}" cy="{y}" r="4" fill="{colour}" fill-opacity="0.7">'
                 f"<title>{escape(device)}: {v:,.1f}</title></circle>"
             )
     base = TOP + 28 * len(rows)

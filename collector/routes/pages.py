@@ -12,17 +12,15 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from schemas.labels import describe, headline
 
-from .. import compare, queries
+from .. import views
 from ..auth import Reader
-from ..errors import BadRequest, CollectorError, NotFound
-from ..health import Verdict, fleet_health
-from ..regressions import regressions
+from ..compare import Comparison
+from ..errors import BadRequest, CollectorError
+from ..queries import EXAMPLES
 from ..render.charts import chart_sections
 from ..render.csvsafe import write_csv
+from ..render.numbers import number
 from ..render.pages import render
-from ..side_by_side import SideBySide
-from ..sqlguard import run_query
-from ..validation import parse_run
 from .deps import SettingsDep, StoreDep
 
 
@@ -44,7 +42,6 @@ router = APIRouter(tags=["pages"], include_in_schema=False)
 CardsParam = Annotated[list[str] | None, Query()]
 KEY_COLUMNS = (("BF16 matmul", "matmul_bf16"), ("FP16 matmul", "matmul_fp16"), ("BERT fwd+bwd", "bert_fwdbwd"),
                ("memory copy GB/s", "bw_copy"), ("training tokens/s", "train_gpt2_tokens"))  # fmt: skip
-MOST_COMPARED = 4
 
 
 def _page(template: str, **context: object) -> HTMLResponse:
@@ -63,35 +60,23 @@ def _selected(cards: list[str] | None) -> list[str]:
 
 @router.get("/", response_class=HTMLResponse)
 def home(_: Reader, store: StoreDep) -> HTMLResponse:
-    con = store.cursor()
-    verdicts = fleet_health(con)
-    total = con.execute("SELECT count(*) FROM runs").fetchone()
-    return _page(
-        "home.html",
-        cards=queries.cards(con),
-        runs=compare.runs_table(con, 15),
-        total_runs=total[0] if total else 0,
-        slow=sum(v.verdict == "slow" for v in verdicts),
-        verdicts=len(verdicts),
-    )
-
-
-def _cards_table(store: StoreDep) -> compare.Comparison:
-    return compare.comparison(store.cursor())
+    data = views.home(store.reads())
+    return _page("home.html", cards=data.cards, runs=data.runs, total_runs=data.total_runs, slow=data.slow,
+                 verdicts=data.verdicts)  # fmt: skip
 
 
 @router.get("/cards", response_class=HTMLResponse)
 def cards_page(_: Reader, store: StoreDep) -> HTMLResponse:
-    cmp = _cards_table(store)
+    cmp = views.comparison(store.reads())
     return _page("cards.html", cmp=cmp, columns=KEY_COLUMNS, index_of={c.label: i for i, c in enumerate(cmp.cards)})
 
 
 @router.get("/cards.csv")
 def cards_csv(_: Reader, store: StoreDep) -> Response:
-    return _comparison_csv(_cards_table(store), "cards.csv")
+    return _comparison_csv(views.comparison(store.reads()), "cards.csv")
 
 
-def _comparison_csv(cmp: compare.Comparison, name: str) -> Response:
+def _comparison_csv(cmp: Comparison, name: str) -> Response:
     rows: list[list[object]] = [["devices / runs", *("published" if c.published else f"{c.devices}/{c.runs}"
                                                      for c in cmp.cards)]]  # fmt: skip
     for row in cmp.rows:
@@ -101,93 +86,61 @@ def _comparison_csv(cmp: compare.Comparison, name: str) -> Response:
 
 @router.get("/cards/{card:name}", response_class=HTMLResponse)
 def card_page(card: str, _: Reader, store: StoreDep) -> HTMLResponse:
-    con = store.cursor()
-    model = queries.card_model(con, card)
-    if model is None:
-        raise NotFound(f"no card {card!r}; see /cards")
-    with SideBySide(con) as side:
-        health = side.submit(fleet_health, model)
-        changes = side.submit(regressions, model)
-        cmp = compare.comparison(con, [card])
-        sections = chart_sections(con, cmp, [card], only=("matmul", "layers"))
-    verdicts = [v for v in health.result() if v.card == card]
-    return _page("card.html", card=card, cmp=cmp, verdicts=verdicts, chart_sections=sections,
-                 changes=changes.result())  # fmt: skip
+    data = views.card(store.reads(), card)
+    return _page("card.html", card=data.card, cmp=data.cmp, verdicts=data.verdicts,
+                 chart_sections=chart_sections(data.charts), changes=data.changes)  # fmt: skip
 
 
 @router.get("/gpus/{device:name}", response_class=HTMLResponse)
 def gpu_page(device: str, _: Reader, store: StoreDep) -> HTMLResponse:
-    con = store.cursor()
-    history = queries.gpu_history(con, device)
-    if not history:
-        raise NotFound(f"no GPU {device!r}")
-    verdict: Verdict | None = next((v for v in fleet_health(con, history[0]["gpu_model"]) if v.device == device), None)
-    return _page("gpu.html", device=device, history=history, verdict=verdict)
+    data = views.gpu(store.reads(), device)
+    return _page("gpu.html", device=data.device, history=data.history, verdict=data.verdict)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
-    run = parse_run(store.run_payload(run_id))
+    run = views.run(store.run_payload(run_id))
     results = []
     for r in run.results:
         shown = headline(r)
         t = r.timing
         results.append({
             "name": r.name, "case": describe(r), "status": r.status,
-            "headline": f"{shown[0]:,.3g} {shown[1]}" if shown else "", "peak": r.peak_fraction,
-            "median": f"{t.median_s * 1e3:.3f} ms" if t else "",
+            "headline": f"{number(shown[0])} {shown[1]}" if shown else "", "peak": r.peak_fraction,
+            "median": f"{number(t.median_s * 1e3)} ms" if t else "",
             "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" if t else "",
             "notes": ", ".join(r.flags) + (f" {r.reason}" if r.reason else ""),
         })  # fmt: skip
     return _page("run.html", run=run, results=results)
 
 
-def _refusal(cards: list[str], store: StoreDep, fewest: int) -> str | None:
-    """Why these cards cannot be compared (too few, too many, unknown), or None."""
-    if not fewest <= len(cards) <= MOST_COMPARED:
-        return f"choose {fewest} to {MOST_COMPARED} cards to compare (?cards=A&cards=B); {len(cards)} chosen"
-    known = set(queries.card_names(store.cursor()))
-    unknown = [c for c in cards if c not in known]
-    if unknown:
-        return f"unknown card(s): {', '.join(map(repr, unknown))}; the known ones are listed at /cards"
-    return None
-
-
-def _comparison_for(cards: list[str], store: StoreDep) -> tuple[compare.Comparison | None, str | None]:
-    if not cards:
-        return None, None
-    message = _refusal(cards, store, fewest=2)
-    return (None, message) if message else (compare.comparison(store.cursor(), cards), None)
-
-
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(_: Reader, store: StoreDep, cards: CardsParam = None) -> HTMLResponse:
-    chosen = _selected(cards)
-    cmp, message = _comparison_for(chosen, store)
-    measured = [c.label for c in cmp.cards if not c.published] if cmp else []
-    sections = chart_sections(store.cursor(), cmp, measured, only=("matmul",)) if cmp and measured else []
-    return _page("compare.html", choices=queries.card_names(store.cursor()), chosen=chosen, cmp=cmp,
-                 message=message, chart_sections=sections, query=urlencode([("cards", c) for c in chosen]))  # fmt: skip
+    data = views.compare_cards(store.reads(), _selected(cards))
+    sections = chart_sections(data.charts) if data.charts else []
+    return _page("compare.html", choices=data.choices, chosen=data.chosen, cmp=data.cmp, message=data.message,
+                 chart_sections=sections, query=urlencode([("cards", c) for c in data.chosen]))  # fmt: skip
 
 
 @router.get("/compare.csv")
 def compare_csv(_: Reader, store: StoreDep, cards: CardsParam = None) -> Response:
     chosen = _selected(cards)
-    message = _refusal(chosen, store, fewest=1)  # one card is a card page's table
+    reads = store.reads()
+    message = views.refusal(reads, chosen, fewest=1)  # one card is a card page's table
     if message:
         raise BadRequest(message)
-    return _comparison_csv(compare.comparison(store.cursor(), chosen), "compare.csv")
+    return _comparison_csv(views.comparison(reads, chosen), "compare.csv")
 
 
 @router.get("/health", response_class=HTMLResponse)
 def health_page(_: Reader, store: StoreDep) -> HTMLResponse:
-    return _page("health.html", verdicts=fleet_health(store.cursor()))
+    return _page("health.html", verdicts=views.fleet_health(store.reads()))
 
 
 @router.get("/health.csv")
 def health_csv(_: Reader, store: StoreDep) -> Response:
     rows: list[list[object]] = []
-    for v in fleet_health(store.cursor()):
+    for v in views.fleet_health(store.reads()):
         figures = [v.figures[k].value if k in v.figures else "" for k in ("matmul", "memory", "bert")]
         rows.append([v.device, v.card, v.hostname, v.run_id, v.verdict, v.slow_by or "", *figures, "; ".join(v.causes)])
     header = ["gpu", "card", "host", "run_id", "verdict", "slow_by", "bf16_matmul_tflops", "memory_gbps",
@@ -198,17 +151,15 @@ def health_csv(_: Reader, store: StoreDep) -> Response:
 @router.get("/sql", response_class=HTMLResponse)
 async def sql_page(_: Reader, store: StoreDep, settings: SettingsDep, sql: str = "") -> HTMLResponse:
     result, error = None, None
+    cap = min(1000, settings.sql_max_rows)
     if sql.strip():
         try:
-            result = await run_in_threadpool(
-                run_query, store.cursor(), sql, max_rows=min(1000, settings.sql_max_rows),
-                timeout_s=settings.sql_timeout_s,
-            )  # fmt: skip
+            result = await run_in_threadpool(store.sql, sql, max_rows=cap, timeout_s=settings.sql_timeout_s,
+                                             max_bytes=settings.sql_max_bytes)  # fmt: skip
         except CollectorError as exc:
             error = exc.message
-    return _page("sql.html", sql=sql or queries.EXAMPLES[0][1], result=result, error=error,
-                 examples=queries.EXAMPLES, max_rows=min(1000, settings.sql_max_rows),
-                 timeout=f"{settings.sql_timeout_s:g}")  # fmt: skip
+    return _page("sql.html", sql=sql or EXAMPLES[0][1], result=result, error=error, examples=EXAMPLES,
+                 max_rows=cap, timeout=f"{settings.sql_timeout_s:g}")  # fmt: skip
 
 
 FAVICON = (

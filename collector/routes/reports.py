@@ -18,12 +18,12 @@ router = APIRouter(tags=["reports"])
 
 @router.get("/report", response_class=HTMLResponse)
 def report_page(_: Reader, store: StoreDep) -> HTMLResponse:
-    return HTMLResponse(build_report(store.cursor(), "html"))
+    return HTMLResponse(build_report(store.reads(), "html"))
 
 
 @router.get("/report.md", response_class=PlainTextResponse)
 def report_markdown(_: Reader, store: StoreDep) -> PlainTextResponse:
-    return PlainTextResponse(build_report(store.cursor(), "md"), media_type="text/markdown")
+    return PlainTextResponse(build_report(store.reads(), "md"), media_type="text/markdown")
 
 
 @router.get("/api/v1/schema")

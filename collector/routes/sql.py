@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from ..auth import Reader
 from ..errors import CollectorError
 from ..render.query import as_csv, plain
-from ..sqlguard import MAX_SQL_CHARS, QueryResult, run_query
+from ..sqlguard import MAX_SQL_CHARS, QueryResult
 from .deps import MetricsDep, SettingsDep, StoreDep
 
 router = APIRouter(prefix="/api/v1/sql", tags=["sql"])
@@ -56,7 +56,7 @@ async def _run(sql: str, fmt: Format, max_rows: int | None, store: StoreDep, set
                metrics: MetricsDep) -> Response:  # fmt: skip
     cap = min(max_rows or settings.sql_max_rows, settings.sql_max_rows)
     try:
-        result = await run_in_threadpool(run_query, store.cursor(), sql, max_rows=cap, timeout_s=settings.sql_timeout_s,
+        result = await run_in_threadpool(store.sql, sql, max_rows=cap, timeout_s=settings.sql_timeout_s,
                                          max_bytes=settings.sql_max_bytes)  # fmt: skip
     except CollectorError as exc:
         metrics.sql.labels(outcome=exc.code).inc()

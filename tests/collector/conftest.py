@@ -19,3 +19,21 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
     build_fixture_db(db).close()
     with serve_collector(db) as served:
         yield served
+
+
+class Answer:
+    """A reader's SQL answer, read as a DuckDB cursor's would be (tests only)."""
+
+    def __init__(self, rows: list[tuple[object, ...]]) -> None:
+        self.rows = rows
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return self.rows
+
+    def fetchone(self) -> tuple[object, ...] | None:
+        return self.rows[0] if self.rows else None
+
+
+def query(store: object, sql: str) -> Answer:
+    """``sql`` through the store's guarded read path, the way a SQL user's query goes."""
+    return Answer(store.sql(sql, max_rows=1_000_000).rows)  # type: ignore[attr-defined]

@@ -99,5 +99,6 @@ def test_a_run_is_in_pages_and_sql_as_soon_as_it_is_acknowledged(collector: Coll
             sql = f"SELECT figure, value FROM figures WHERE run_id = '{body['run_id']}'"
             answer = client.post(f"{collector.url}/api/v1/sql", json={"sql": sql})
             assert answer.json()["rows"] == [["matmul_fp16", 600.0 + i]]
-            cards = client.get(f"{collector.url}/cards.csv").text  # the median over this card's runs so far
-            assert f"Matmul FP16 (TFLOPS),{600 + i / 2:.1f}" in cards
+            cards = client.get(f"{collector.url}/cards.csv").text  # the device's latest figure, this run's
+            assert f"Matmul FP16 (TFLOPS),{600 + i:.1f}" in cards
+            assert f"devices / runs,1/{i + 1}" in cards

@@ -56,7 +56,7 @@ def test_a_lent_h200_pair_and_a_pcie_box_appear_with_their_links_bandwidth_and_s
         topology=PCIE_TOPOLOGY,
     )  # fmt: skip
     store.add_run(pcie)
-    machines = {m.hostname: m for m in multi_gpu_machines(store.cursor())}
+    machines = {m.hostname: m for m in multi_gpu_machines(store.reads().machines())}
     assert set(machines) == {lease.host.hostname, "box"}
     h200 = machines[lease.host.hostname]
     big = [r for r in lease.results if r.benchmark == "collective" and r.params.op == "all_reduce"  # type: ignore[union-attr]
@@ -68,9 +68,9 @@ def test_a_lent_h200_pair_and_a_pcie_box_appear_with_their_links_bandwidth_and_s
     box = machines["box"]
     assert (box.gpus, box.allreduce_busbw_gbps, box.allreduce_bytes) == (4, 12.25, 1 << 33)
     assert box.links.startswith("PCIe switch (PIX)") and box.scaling_efficiency is None
-    markdown = build_report(store.cursor(), "md")
+    markdown = build_report(store.reads(), "md")
     assert "## Multi-GPU machines" in markdown and "| box | NVIDIA L40S 48 GiB · 700 W | 4 | PCIe switch" in markdown
-    html = build_report(store.cursor(), "html")
+    html = build_report(store.reads(), "html")
     assert 'id="machines"' in html and "all-reduce bus bandwidth" in html and "all-gather bus bandwidth" in html
     assert json.loads(LEASE.read_text())["topology"].count("NV18") == 2
 

@@ -13,6 +13,7 @@ import pytest
 
 from collector.logs import JsonFormatter
 from collector.store import Store
+from tests.collector.conftest import query
 from tests.conftest import collector_cli
 from tests.factories import bandwidth, layer, make_run, matmul, run_dict
 from tests.servers import Collector, serve_collector
@@ -90,8 +91,8 @@ def test_snapshots_from_the_file_and_from_a_running_collector(tmp_path: Path) ->
         assert refused.returncode == 1 and "401" in refused.stderr
     for path, runs in ((offline, 3), (online, 4)):
         with Store(path, read_only=True) as copy:
-            assert copy.cursor().execute("SELECT count(*) FROM runs").fetchone() == (runs,)
-            assert copy.cursor().execute("SELECT count(*) FROM matmul").fetchone() == (runs,)
+            assert query(copy, "SELECT count(*) FROM runs").fetchone() == (runs,)
+            assert query(copy, "SELECT count(*) FROM matmul").fetchone() == (runs,)
 
 
 def test_validation_workers_are_running_before_the_first_run_arrives() -> None:

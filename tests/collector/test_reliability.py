@@ -17,6 +17,7 @@ from agent.upload import post
 from collector.store import Store
 from collector.tokens import TokenStore
 from schemas import RunSubmission
+from tests.collector.conftest import query
 from tests.factories import make_run, matmul
 from tests.servers import CollectorProcess, serve_collector
 
@@ -56,13 +57,12 @@ def _check_stored(db: Path, runs: list[list[RunSubmission]], acked: list[str]) -
     expected = {str(r.run_id) for mine in runs for r in mine}
     assert sorted(acked) == sorted(expected)  # every run acknowledged, once each
     with Store(db, read_only=True) as store:
-        cur = store.cursor()
-        stored = dict(cur.execute("SELECT run_id::VARCHAR, count(*) FROM results GROUP BY run_id").fetchall())
-        assert cur.execute("SELECT count(*), count(DISTINCT run_id) FROM runs").fetchone() == (len(expected),) * 2
+        stored = dict(query(store, "SELECT run_id::VARCHAR, count(*) FROM results GROUP BY run_id").fetchall())
+        assert query(store, "SELECT count(*), count(DISTINCT run_id) FROM runs").fetchone() == (len(expected),) * 2
         # every run has its figures (computed just after commits, or at the restart after a kill), each once
-        assert cur.execute("SELECT count(DISTINCT run_id) FROM figures").fetchone() == (len(expected),)
+        assert query(store, "SELECT count(DISTINCT run_id) FROM figures").fetchone() == (len(expected),)
         twice = "SELECT count(*) FROM (SELECT run_id, gpu_index, figure FROM figures GROUP BY ALL HAVING count(*) > 1)"
-        assert cur.execute(twice).fetchone() == (0,)
+        assert query(store, twice).fetchone() == (0,)
     assert set(stored) == expected
     assert set(stored.values()) == {RESULTS}  # no run stored in part
 
@@ -136,7 +136,7 @@ def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None:
     assert server.proc.wait(timeout=30) in (0, -15)  # uvicorn re-raises SIGTERM after its graceful shutdown
     assert answer[0].status_code == 201
     with Store(db, read_only=True) as store:
-        assert store.cursor().execute("SELECT run_id::VARCHAR FROM runs").fetchall() == [(str(run.run_id),)]
+        assert query(store, "SELECT run_id::VARCHAR FROM runs").fetchall() == [(str(run.run_id),)]
 
 
 def test_a_validation_worker_killed_is_replaced_and_no_run_is_lost(tmp_path: Path) -> None:

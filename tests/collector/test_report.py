@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.compare import comparison
-from collector.health import fleet_health
-from collector.regressions import regressions
 from collector.report import build_report
 from collector.store import Store
+from collector.views import comparison, fleet_health, version_changes
 from tests.fixture_db import build_fixture_db
 
 EXPECTED = Path(__file__).with_name("expected")
@@ -34,7 +32,7 @@ def _check(name: str, text: str) -> None:
 
 
 def test_cards_are_grouped_by_model_memory_and_power_limit(store: Store) -> None:
-    cmp = comparison(store.cursor())
+    cmp = comparison(store.reads())
     measured = [c.label for c in cmp.cards if not c.published]
     assert measured == [
         "NVIDIA A100-SXM4-80GB 80 GiB · 700 W",
@@ -45,7 +43,7 @@ def test_cards_are_grouped_by_model_memory_and_power_limit(store: Store) -> None
 
 
 def test_cells_are_medians_of_each_devices_best_without_measurement_errors(store: Store) -> None:
-    cmp = comparison(store.cursor())
+    cmp = comparison(store.reads())
     index = {c.label: i for i, c in enumerate(cmp.cards)}
     bf16 = cmp.row("matmul_bf16")
     assert bf16 is not None
@@ -58,7 +56,7 @@ def test_cells_are_medians_of_each_devices_best_without_measurement_errors(store
 
 
 def test_published_figures_are_their_own_labelled_columns(store: Store) -> None:
-    cmp = comparison(store.cursor())
+    cmp = comparison(store.reads())
     published = [c.label for c in cmp.cards if c.published]
     assert published == [f"{c} (published)" for c in ("A100", "A6000", "RTX 3090 Ti", "RTX 4090", "V100")]
     index = {c.label: i for i, c in enumerate(cmp.cards)}
@@ -68,7 +66,7 @@ def test_published_figures_are_their_own_labelled_columns(store: Store) -> None:
 
 
 def test_prices_give_price_performance(store: Store) -> None:
-    cmp = comparison(store.cursor(), extra_prices={"A100-SXM4": 10000.0})
+    cmp = comparison(store.reads(), prices={"A100-SXM4": 10000.0})
     index = {c.label: i for i, c in enumerate(cmp.cards)}
     price, per_k = cmp.row("price"), cmp.row("fp16_per_kusd")
     assert price is not None and per_k is not None
@@ -80,7 +78,7 @@ def test_prices_give_price_performance(store: Store) -> None:
 
 
 def test_health_finds_the_slow_gpu_and_why(store: Store) -> None:
-    verdicts = {v.hostname: v for v in fleet_health(store.cursor())}
+    verdicts = {v.hostname: v for v in fleet_health(store.reads())}
     slow = verdicts["h9"]
     assert slow.verdict == "slow" and slow.slow_by == pytest.approx(1 - 560 / 707.5, abs=0.01)
     assert slow.causes == ["power limit 500 W, below the default 700 W"]
@@ -88,24 +86,24 @@ def test_health_finds_the_slow_gpu_and_why(store: Store) -> None:
     assert verdicts["h8"].verdict == "ok"
     assert verdicts["h8"].causes == ["PCIe link Gen4 x16, the card supports Gen5 x16"]
     assert verdicts["p0"].verdict == "no peers"
-    assert fleet_health(store.cursor())[0].hostname == "h9"  # slowest first
+    assert fleet_health(store.reads())[0].hostname == "h9"  # slowest first
 
 
 def test_version_changes_need_ratio_and_noise_to_agree(store: Store) -> None:
-    changes = [c for c in regressions(store.cursor()) if c.metric == "BF16 matmul"]
+    changes = [c for c in version_changes(store.reads()) if c.metric == "BF16 matmul"]
     (a100,) = [c for c in changes if "A100" in c.gpu_model]
     assert a100.verdict == "faster" and a100.ratio == pytest.approx(301 / 280, rel=1e-3)  # medians of 279-281, 300-302
     assert "torch 2.11.0" in a100.before and "torch 2.12.0" in a100.after
-    noisy = [c for c in regressions(store.cursor()) if c.metric == "memory" and "A100" in c.gpu_model]
+    noisy = [c for c in version_changes(store.reads()) if c.metric == "memory" and "A100" in c.gpu_model]
     assert noisy and noisy[0].verdict in ("faster", "no change (within noise)")
 
 
 def test_markdown_report_matches_expected(store: Store) -> None:
-    _check("report.md", build_report(store.cursor(), "md"))
+    _check("report.md", build_report(store.reads(), "md"))
 
 
 def test_html_report_matches_expected_and_is_self_contained(store: Store) -> None:
-    html = build_report(store.cursor(), "html", generated_at=datetime(2026, 11, 29, tzinfo=timezone.utc))
+    html = build_report(store.reads(), "html", generated_at=datetime(2026, 11, 29, tzinfo=timezone.utc))
     _check("report.html", html)
     assert html.count("<svg") >= 6
     for section in ("Cross-card comparison", "Fraction of the datasheet peak", "Fleet health", "Software versions",
@@ -117,5 +115,5 @@ def test_html_report_matches_expected_and_is_self_contained(store: Store) -> Non
 
 def test_empty_database_reports_no_results(tmp_path: Path) -> None:
     with Store(tmp_path / "empty.duckdb") as store:
-        assert "No results stored yet" in build_report(store.cursor(), "md")
-        assert "No results stored yet" in build_report(store.cursor(), "html")
+        assert "No results stored yet" in build_report(store.reads(), "md")
+        assert "No results stored yet" in build_report(store.reads(), "html")

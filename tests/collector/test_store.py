@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -10,24 +12,23 @@ import pytest
 
 from collector.errors import DatabaseBusy, QueryRefused, RunConflict
 from collector.figures import EXTRA, FIGURES, MATCHED
-from collector.sqlguard import run_query
-from collector.store import Store
-from collector.views import VIEWS
+from collector.sqlviews import VIEWS
+from collector.store import SUMMARY_TABLES, Store
 from schemas import RunSubmission
-from tests.factories import bandwidth, layer, make_run, matmul
+from tests.collector.conftest import query
+from tests.factories import T0, bandwidth, layer, make_run, matmul
 
 
 def test_a_run_is_stored_whole_with_typed_columns(tmp_path: Path) -> None:
     run = make_run([matmul(8192, "bf16", 700.0), layer("bert_layer", "fwd", 64, 512, 390.0), bandwidth(1 << 26, 4200)])
     with Store(tmp_path / "db.duckdb") as store:
         stored = store.add_run(run)
-        cur = store.cursor()
         assert stored.status == "created" and stored.results == 3
-        assert cur.execute("SELECT count(*) FROM runs").fetchone() == (1,)
-        assert cur.execute("SELECT count(*) FROM gpus").fetchone() == (1,)
-        row = cur.execute("SELECT dtype, n, tflops, timing_method FROM results WHERE benchmark = 'matmul'").fetchone()
+        assert query(store, "SELECT count(*) FROM runs").fetchone() == (1,)
+        assert query(store, "SELECT count(*) FROM gpus").fetchone() == (1,)
+        row = query(store, "SELECT dtype, n, tflops, timing_method FROM results WHERE benchmark = 'matmul'").fetchone()
         assert row == ("bf16", 8192, 700.0, "cuda_event")
-        types = dict(cur.execute("SELECT column_name, data_type FROM information_schema.columns "
+        types = dict(query(store, "SELECT column_name, data_type FROM information_schema.columns "
                                  "WHERE table_name = 'results'").fetchall())  # fmt: skip
         assert (types["tflops"], types["n"], types["flags"], types["run_id"]) == (
             "DOUBLE",
@@ -45,16 +46,15 @@ def test_the_same_run_twice_is_stored_once_and_a_changed_one_is_a_conflict(tmp_p
         assert store.add_run(run).status == "duplicate"
         with pytest.raises(RunConflict, match=str(run.run_id)):
             store.add_run(changed)
-        assert store.cursor().execute("SELECT count(*) FROM results").fetchone() == (1,)
+        assert query(store, "SELECT count(*) FROM results").fetchone() == (1,)
 
 
 def test_views_answer_with_the_card_name(tmp_path: Path) -> None:
     with Store(tmp_path / "db.duckdb") as store:
         store.add_run(make_run([matmul(4096, "fp16", 600.0)]))
-        cur = store.cursor()
         for view in VIEWS:
-            cur.execute(f"SELECT * FROM {view} LIMIT 1").fetchall()
-        assert cur.execute("SELECT card, tflops FROM matmul").fetchall() == [
+            query(store, f"SELECT * FROM {view} LIMIT 1").fetchall()
+        assert query(store, "SELECT card, tflops FROM matmul").fetchall() == [
             ("NVIDIA H100 80GB HBM3 80 GiB · 700 W", 600.0)
         ]
 
@@ -64,21 +64,23 @@ def test_a_read_only_store_refuses_writes_and_the_guard_names_the_statement(tmp_
     with Store(path) as store:
         store.add_run(make_run([matmul(64, "fp32", 1.0)]))
     with Store(path, read_only=True) as store:
-        cur = store.cursor()
-        assert run_query(cur, "SELECT count(*) AS n FROM runs", max_rows=10).rows == [(1,)]
+        assert store.sql("SELECT count(*) AS n FROM runs", max_rows=10).rows == [(1,)]
         for sql, kind in (("DELETE FROM runs", "DELETE"), ("COPY runs TO 'x.csv'", "COPY"),
                           ("ATTACH 'x.db' AS x", "ATTACH"), ("PRAGMA version", "PRAGMA")):  # fmt: skip
             with pytest.raises(QueryRefused, match=kind):
-                run_query(cur, sql, max_rows=10)
+                store.sql(sql, max_rows=10)
         with pytest.raises(QueryRefused, match="exactly one statement"):
-            run_query(cur, "SELECT 1; SELECT 2", max_rows=10)
-        with pytest.raises(duckdb.Error):
-            cur.execute("INSERT INTO meta VALUES ('a', 'b')")
+            store.sql("SELECT 1; SELECT 2", max_rows=10)
+    # Below the guard, DuckDB itself refuses: the file is open read-only.
+    con = duckdb.connect(str(path), read_only=True)
+    with pytest.raises(duckdb.Error):
+        con.execute("INSERT INTO meta VALUES ('a', 'b')")
+    con.close()
 
 
 def test_row_cap_sets_truncated(tmp_path: Path) -> None:
     with Store(tmp_path / "db.duckdb") as store:
-        result = run_query(store.cursor(), "SELECT * FROM range(100)", max_rows=10)
+        result = store.sql("SELECT * FROM range(100)", max_rows=10)
     assert len(result.rows) == 10 and result.truncated
 
 
@@ -119,9 +121,9 @@ def test_a_database_from_before_new_columns_gains_them_and_keeps_its_runs(tmp_pa
             "timing": matmul(1024, "bf16", 500.0)["timing"],
         }  # fmt: skip
         store.add_run(make_run([collective], topology="GPU0 X NV18"))
-        rows = store.cursor().execute("SELECT nodes, busbw_gbps FROM collectives").fetchall()
+        rows = query(store, "SELECT nodes, busbw_gbps FROM collectives").fetchall()
         assert rows == [(2, 100.0)]
-        assert store.cursor().execute("SELECT count(*) FROM matmul").fetchone() == (1,)
+        assert query(store, "SELECT count(*) FROM matmul").fetchone() == (1,)
 
 
 def test_the_writer_folds_the_log_into_the_file_once_runs_stop_coming(tmp_path: Path) -> None:
@@ -131,24 +133,22 @@ def test_the_writer_folds_the_log_into_the_file_once_runs_stop_coming(tmp_path: 
 
     db = tmp_path / "db.duckdb"
     wal = db.with_name(db.name + ".wal")
-    with Store(db) as store:
-        reader = store.cursor()  # a read transaction open meanwhile does not stop it
-        reader.execute("BEGIN TRANSACTION READ ONLY")
-        reader.execute("SELECT count(*) FROM runs").fetchall()
+    with Store(db, threads=1) as store:
+        # A reader's long query (its read transaction open meanwhile) does not stop it.
+        slow = threading.Thread(target=store.sql, args=("SELECT sum(range) FROM range(3000000000)",),
+                                kwargs={"timeout_s": 15})  # fmt: skip
+        slow.start()
         store.add_run(make_run([matmul(2048, "fp16", 300.0)]))
         deadline = time.monotonic() + 30
         while wal.exists() and wal.stat().st_size > 0 and time.monotonic() < deadline:
             time.sleep(0.05)
+        folded_while_reading = slow.is_alive()
         assert not wal.exists() or wal.stat().st_size == 0
-        reader.execute("COMMIT")
+        slow.join()
+        assert folded_while_reading
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*) FROM results").fetchone() == (1,)
     con.close()
-
-
-def test_the_store_uses_the_duckdb_threads_it_is_given(tmp_path: Path) -> None:
-    with Store(tmp_path / "db.duckdb", threads=1) as store:
-        assert store.cursor().execute("SELECT current_setting('threads')").fetchone() == (1,)
 
 
 def _expected_figures(run: RunSubmission) -> dict[tuple[int | None, str], float]:
@@ -187,33 +187,41 @@ def test_figures_are_the_best_value_of_each_kind_on_real_runs(tmp_path: Path) ->
     with Store(tmp_path / "db.duckdb") as store:
         for run in runs:
             store.add_run(run)
-        cur = store.cursor()
         for run in runs:
             stored = {
                 (gpu, figure): value
-                for gpu, figure, value in cur.execute(
-                    "SELECT gpu_index, figure, value FROM figures WHERE run_id = ?", [str(run.run_id)]
+                for gpu, figure, value in query(
+                    store, f"SELECT gpu_index, figure, value FROM figures WHERE run_id = '{run.run_id}'"
                 ).fetchall()
             }
             expected = _expected_figures(run)
             assert stored.keys() == expected.keys(), run.run_id
             assert all(stored[k] == pytest.approx(v, rel=1e-12) for k, v in expected.items()), run.run_id
-        kinds = {f for (f,) in cur.execute("SELECT DISTINCT figure FROM figures").fetchall()}
+        kinds = {f for (f,) in query(store, "SELECT DISTINCT figure FROM figures").fetchall()}
         assert {"matmul_fp8", "h2d", "train_bert_mfu", "memory", "bert_fwdbwd"} <= kinds
 
 
 def test_runs_left_without_figures_get_them_when_the_store_opens(tmp_path: Path) -> None:
-    """Figures follow their run's commit by a moment: runs a crash (or an older collector) left without any get
-    them when the store next opens, and runs that have them are not counted twice."""
-    path = tmp_path / "db.duckdb"
-    runs = [make_run([matmul(4096, "bf16", 700.0 + i), bandwidth(1 << 26, 4000.0 + i)]) for i in range(3)]
-    with Store(path) as store:
+    """Figures and summaries follow their run's commit by a moment (one transaction): runs a crash left without
+    them get them when the store next opens, the same as if nothing had happened, and runs that have them are not
+    counted twice."""
+    runs = [make_run([matmul(4096, "bf16", 700.0 + i), bandwidth(1 << 26, 4000.0 + i)], started=T0 + timedelta(hours=i))
+            for i in range(3)]  # fmt: skip
+    tables = ("figures", *SUMMARY_TABLES)
+
+    def contents(store: Store) -> dict[str, list[str]]:
+        return {t: sorted(map(str, query(store, f"SELECT * FROM {t}").fetchall())) for t in tables}
+
+    with Store(tmp_path / "whole.duckdb") as store:
         for run in runs:
             store.add_run(run)
-        before = store.cursor().execute("SELECT * FROM figures ORDER BY ALL").fetchall()
-    con = duckdb.connect(str(path))
-    con.execute("DELETE FROM figures WHERE run_id = ?", [str(runs[1].run_id)])
-    con.close()
+        expected = contents(store)
+    path = tmp_path / "crashed.duckdb"
     with Store(path) as store:
-        assert store.cursor().execute("SELECT * FROM figures ORDER BY ALL").fetchall() == before
-    assert {row[0] for row in before} == {r.run_id for r in runs}
+        store.add_run(runs[0])
+        store.add_group([runs[1].model_dump_json().encode()])  # committed; the store closes before its refresh
+        assert query(store, f"SELECT count(*) FROM figures WHERE run_id = '{runs[1].run_id}'").fetchone() == (0,)
+    with Store(path) as store:
+        store.add_run(runs[2])
+        assert contents(store) == expected
+    assert len({row.split(",")[0] for row in expected["figures"]}) == 3

@@ -8,7 +8,8 @@ group instead of once per run. The rows are flattened inside DuckDB from the run
 The figures derived from a run's results (``figures``) follow its commit by a moment: the writer computes them for
 every result appended since it last did, after a few commits or as soon as it is idle or a reader asks
 (``settle``, which pages, reports and SQL wait on), so one statement's fixed cost is paid per several commits.
-Results are only ever appended, so "appended since" is a rowid range; after a crash, the runs left without figures
+Every raw row carries its commit's ``commit_seq``, so "stored since" is a range that DuckDB's zone maps find without
+reading older rows; after a crash, the runs left without figures
 get them when the collector starts again.
 
 A storage failure is an answer, not a hang. When a write fails (a full disk, an unwritable folder), the run is
@@ -22,6 +23,7 @@ process does not exit, so agents and a supervisor see one collector that says wh
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import queue
 import threading
@@ -37,22 +39,27 @@ import duckdb
 
 from schemas import RunSubmission
 
-from .errors import DatabaseBusy, NotFound, RunConflict, StorageUnavailable
-from .figures import DEFINITIONS_DDL, FIGURES_DDL, compute_sql, definitions_insert
-from .redact import scrub
-from .reference import ReferenceValue
-from .tables import INCOMING, TABLES, ddl, insert_sql, parse_sql
-from .validation import compress, digest
-from .views import VIEWS
+from ..errors import DatabaseBusy, NotFound, RunConflict, StorageUnavailable
+from ..figures import DEFINITIONS_DDL, FIGURES_DDL, compute_sql, definitions_insert
+from ..redact import scrub
+from ..reference import ReferenceValue
+from ..sqlguard import DEFAULT_MAX_BYTES, QueryResult, run_query
+from ..sqlviews import VIEWS
+from ..tables import INCOMING, TABLES, ddl, insert_sql, parse_sql
+from ..validation import compress, digest
+from . import aggregates, retention
+from .reads import Reads
 
 log = logging.getLogger(__name__)
 
-#: The layout of the database file; a file written by a newer collector is refused, not misread.
-DB_VERSION = 1
+#: The layout of the database file; a file written by a newer collector is refused, not misread. 2: the summaries
+#: kept at ingest (``aggregates``), built for older files when they are first opened.
+DB_VERSION = 2
 #: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
 DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
 #: Tables that are not flattened from runs: published figures, and prices for price/performance.
 SIDE_TABLES = {
+    "archived_runs": retention.ARCHIVED_DDL,
     "reference_values": """CREATE TABLE IF NOT EXISTS reference_values (
         card VARCHAR NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, unit VARCHAR,
         source VARCHAR NOT NULL, note VARCHAR, imported_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (card, metric, source))""",
@@ -75,10 +82,17 @@ LINGER_S = 0.01
 CHECKPOINT_LIMIT = "256MB"
 #: How long the writer waits without runs before it checkpoints what it wrote.
 IDLE_CHECKPOINT_S = 0.5
-#: Figures are computed after this many commits under continuous load (about 64 runs with 16 agents posting)...
-FIGURES_EVERY = 8
-#: ... or after this long without runs, or at once when a reader waits for them.
-FIGURES_IDLE_S = 0.02
+#: Figures and summaries are computed after this many commits under continuous load (about 250 runs with 16 agents
+#: posting; a refresh of 256 runs took 170–250 ms on 2 cores, benchmarks/collector_refresh.py)...
+FIGURES_EVERY = 32
+#: ... or after this long without runs (a refresh is a few hundred ms of work: under load, not in every short gap
+#: between posts), or at once when a reader waits for them.
+FIGURES_IDLE_S = 0.25
+#: The first archiving pass (with retention) waits this long after the store opens, the next ones this long apart.
+ARCHIVE_FIRST_S = 5.0
+ARCHIVE_EVERY_S = 600.0
+#: Runs found without summaries when the file is opened are summarised this many per transaction.
+MIGRATE_RUNS = 2000
 #: The longest ``close`` waits for the writer to finish what it is doing.
 CLOSE_WAIT_S = 10.0
 #: How often a failed store probes its disk (first, then doubling up to the last).
@@ -154,9 +168,21 @@ def connect(path: Path, *, read_only: bool = False, config: dict[str, Any] | Non
 
 
 class Store:
-    def __init__(self, path: Path, *, read_only: bool = False, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        read_only: bool = False,
+        threads: int | None = None,
+        retention_days: int = 0,
+        archive_dir: Path | None = None,
+    ) -> None:
         self.path = path
         self.read_only = read_only
+        #: Raw rows of runs older than this many days move to the archive (``retention``); 0 keeps them all.
+        self.retention_days = retention_days
+        self.archive_dir = archive_dir or retention.default_folder(path)
+        self._archive_at = time.monotonic() + ARCHIVE_FIRST_S
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.exists():
@@ -183,13 +209,21 @@ class Store:
             [
                 parse_sql(new_only=True),
                 *(insert_sql(table) for table in TABLES),
+                aggregates.RUN_SUMMARIES_AT_INSERT,
                 "SELECT CAST(run_id AS VARCHAR) FROM parsed",
             ]
         )
         self._figured = threading.Condition()
-        self._unfigured = 0  # commits whose runs' figures are not computed yet
-        self._settle_wanted = False  # a reader is waiting for them
-        self._figures_from = 0  # the rowid of the first result whose figures are not computed
+        self._unfigured = 0  # commits since the last refresh began
+        self._settle_wanted = False  # a reader is waiting for the figures
+        self._refresh_wanted = threading.Event()
+        self._refresh_lock = threading.Lock()
+        self._refresher: threading.Thread | None = None
+        self._stopping = False
+        self._seq_lock = threading.Lock()
+        self._next_seq = 0  # the commit_seq of the next commit
+        self._committed_to = 0  # every commit below this commit_seq is committed
+        self._refreshed_to = 0  # the commit_seq of the first commit whose runs are not summarised
         if not read_only:
             self._migrate()
 
@@ -203,6 +237,11 @@ class Store:
             if writer.is_alive():
                 log.error("the writer did not stop within %g s; closing anyway", CLOSE_WAIT_S)
         self._writers = []
+        if self._refresher is not None:  # the figures of the last runs, then stop
+            self._stopping = True
+            self._refresh_wanted.set()
+            self._refresher.join(CLOSE_WAIT_S)
+            self._refresher = None
         with suppress(duckdb.Error):
             self._con.close()
 
@@ -212,7 +251,18 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
+    def reads(self) -> Reads:
+        """The named queries, on a cursor of their own (cheap; for one request or command)."""
+        return Reads(self._cursor())
+
+    def sql(
+        self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> QueryResult:
+        """A reader's own SQL: one checked statement, read-only, interrupted after ``timeout_s``, cut at
+        ``max_rows`` rows or ``max_bytes`` bytes of values (``sqlguard``)."""
+        return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes)
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for one request or command: cheap, and safe to use from its own thread; StorageUnavailable
         while the store has failed."""
         if self.failure is not None:
@@ -248,7 +298,7 @@ class Store:
         """Whether the database answers with this collector's layout (False, not an error, while it has failed)."""
         if self.failure is not None:
             return False
-        row = self.cursor().execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
+        row = self._cursor().execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
         return row is not None and int(row[0]) == DB_VERSION
 
     def _migrate(self) -> None:
@@ -260,17 +310,34 @@ class Store:
         for table in TABLES:
             cur.execute(ddl(table))
             self._add_new_columns(cur, table)
-        for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values()):
+        for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values(), *aggregates.ddl()):
             cur.execute(sql)
         for name, sql in VIEWS.items():
             cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
         cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
         cur.executemany(*definitions_insert())
-        # Runs without figures: stored before figures were kept, or just before a crash (figures follow commits).
-        unfigured = "(FROM results WHERE run_id IN (SELECT run_id FROM runs EXCEPT SELECT run_id FROM figures))"
-        cur.execute(f"INSERT INTO figures {compute_sql(unfigured)}")
-        self._figures_from = self._next_rowid(cur)
-        cur.execute("INSERT OR REPLACE INTO meta VALUES ('db_version', ?)", [str(DB_VERSION)])
+        # Runs without summaries: stored just before a crash (summaries follow commits by a moment), or by an older
+        # collector. Their figures are computed again with them, a batch of runs per transaction.
+        while True:
+            cur.begin()
+            try:
+                unsummarised = {"runs": f"FROM runs ANTI JOIN device_runs USING (run_id) LIMIT {MIGRATE_RUNS}"}
+                unsummarised |= {t: f"FROM {t} SEMI JOIN new_runs USING (run_id)" for t in aggregates.SOURCES[1:]}
+                forget = "DELETE FROM figures WHERE run_id IN (SELECT run_id FROM new_runs)"
+                # Copied, not views: a view of "runs without summaries" would empty itself as the summaries go in.
+                self._refresh(cur, unsummarised, before=(forget, aggregates.RUN_SUMMARIES_LATE), copy=True)
+                done = self._count(cur, "new_runs")
+                cur.execute("INSERT OR REPLACE INTO meta VALUES ('db_version', ?)", [str(DB_VERSION)])
+                cur.commit()
+            except BaseException:
+                with suppress(duckdb.Error):
+                    cur.rollback()
+                raise
+            if done < MIGRATE_RUNS:
+                break
+            log.info("summarised %d runs stored without summaries; going on", done)
+        row = cur.execute("SELECT max(commit_seq) FROM runs").fetchone()
+        self._next_seq = self._committed_to = self._refreshed_to = int(row[0]) + 1 if row and row[0] is not None else 0
 
     @staticmethod
     def _add_new_columns(cur: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -305,6 +372,25 @@ class Store:
         ).result()  # fmt: skip
         self.settle()
         return stored
+
+    def add_group(self, documents: list[bytes], *, source: str = "agent") -> list[Stored]:
+        """Store validated runs (their JSON) in one commit in the caller's thread, as the writer commits a group:
+        for bulk loads and the writer's benchmark, not beside a serving writer. Their figures and summaries follow
+        with ``refresh``."""
+        now = datetime.now(timezone.utc)
+        pending = []
+        for document in documents:
+            head = json.loads(document)
+            pending.append(_Pending(run_id=str(head["run_id"]), results=len(head["results"]), document=document,
+                                    payload=compress(document), sha256=digest(document), received_at=now,
+                                    source=source, token_name=None))  # fmt: skip
+        self._commit_group(self._cursor(), pending)
+        return [p.done.result() for p in pending]
+
+    def refresh(self) -> None:
+        """Compute the figures and summaries of the runs stored so far, in the caller's thread (after
+        ``add_group``; the writer does this by itself for runs it stores)."""
+        self._compute_figures(self._cursor())
 
     def submit(
         self,
@@ -341,6 +427,9 @@ class Store:
 
     def _start_writer(self) -> None:
         with self._writer_lock:
+            if self._refresher is None:
+                self._refresher = threading.Thread(target=self._refresh_loop, name="flopfleet-refresher", daemon=True)
+                self._refresher.start()
             while len(self._writers) < WRITERS:
                 writer = threading.Thread(target=self._write_loop, name=f"flopfleet-writer-{len(self._writers)}")
                 writer.daemon = True
@@ -351,7 +440,7 @@ class Store:
         """Pay the first write's one-time costs (pyarrow's import, DuckDB's JSON extension, the writer thread)
         before the first run arrives, not in its latency: the INSERTs run once over no runs and are rolled back."""
         self._start_writer()
-        self._insert(self.cursor(), [], commit=False)
+        self._insert(self._cursor(), [], commit=False)
 
     def _write_loop(self) -> None:
         """Commit groups of queued runs until told to stop. Nothing escapes it: a failure is answered to the runs it
@@ -365,17 +454,18 @@ class Store:
                     return
                 cur, unflushed = recovered, True  # the probe wrote: fold the log in at the next pause
                 continue
-            idle = FIGURES_IDLE_S if self._unfigured else IDLE_CHECKPOINT_S if unflushed else None
+            idle = FIGURES_IDLE_S if not self.settled else IDLE_CHECKPOINT_S if unflushed else self._until_archive()
             try:
                 first = self._queue.get(timeout=idle)
             except queue.Empty:
-                if self._unfigured:
-                    self._guarded(self._compute_figures, cur)
-                else:
+                if not self.settled:
+                    self._refresh_wanted.set()
+                elif unflushed:
                     unflushed = not self._guarded(self._checkpoint, cur)
+                elif self._until_archive() == 0:
+                    unflushed = bool(self._guarded(self._archive_while_idle, cur))
                 continue
             if first is None:
-                self._guarded(self._compute_figures, cur)
                 return
             if not isinstance(first, _Pending):  # _WAKE: a reader saw the database fail
                 continue
@@ -396,7 +486,18 @@ class Store:
             self._guarded(self._commit_group, cur, group)
             unflushed = True
             if self.failure is None and (self._unfigured >= FIGURES_EVERY or self._settle_wanted):
-                self._guarded(self._compute_figures, cur)
+                self._refresh_wanted.set()
+
+    def _refresh_loop(self) -> None:
+        """Figures and summaries beside the writer, in a thread and transaction of their own, so that commits go
+        on while a refresh runs (a few hundred ms of work each, measured on 2 cores)."""
+        while True:
+            self._refresh_wanted.wait()
+            self._refresh_wanted.clear()
+            if self.failure is None:
+                self._guarded(self._compute_figures, self._con.cursor())
+            if self._stopping:
+                return
 
     def _guarded(self, work: Any, cur: duckdb.DuckDBPyConnection, group: list[_Pending] | None = None) -> Any:
         """``work(cur[, group])``. A storage error becomes the store's failure and every run of ``group`` still
@@ -422,6 +523,7 @@ class Store:
         with self._figured:  # readers waiting for figures get the failure instead
             self._settle_wanted = False
             self._figured.notify_all()
+        self._queue.put(_WAKE)  # the writer probes and recovers, whichever thread failed
         return self.failure
 
     def report_fatal(self, exc: BaseException) -> None:
@@ -475,41 +577,102 @@ class Store:
     @property
     def settled(self) -> bool:
         """Whether every stored run has its figures."""
-        return not self._unfigured
+        return self._refreshed_to >= self._committed_to
 
     def settle(self, timeout_s: float = 30.0) -> None:
         """Wait until every run stored so far has its figures (a moment after its commit; at once when idle)."""
         with self._figured:
-            if self._unfigured:
-                self._settle_wanted = True
-                self._figured.wait_for(lambda: not self._unfigured or self.failure is not None, timeout_s)
+            if self.settled:
+                return
+            self._settle_wanted = True
+            if self._refresher is not None:
+                self._refresh_wanted.set()
+        if self._refresher is None:  # no writer thread (a store used from one thread): refresh here
+            self.refresh()
+            return
+        with self._figured:
+            self._figured.wait_for(lambda: self.settled or self.failure is not None, timeout_s)
 
     @staticmethod
-    def _next_rowid(cur: duckdb.DuckDBPyConnection) -> int:
-        row = cur.execute("SELECT max(rowid) FROM results").fetchone()
-        return int(row[0]) + 1 if row and row[0] is not None else 0
+    def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
+        row = cur.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(row[0]) if row else 0
+
+    def _take_seq(self) -> int:
+        with self._seq_lock:
+            self._next_seq += 1
+            return self._next_seq - 1
+
+    @staticmethod
+    def _refresh(
+        cur: duckdb.DuckDBPyConnection, sources: dict[str, str], *, before: tuple[str, ...] = (), copy: bool = False
+    ) -> None:
+        """The figures and summaries of the runs in ``sources`` (each raw table's new rows, as a query), inside the
+        caller's transaction; ``before`` runs once the new rows are gathered. ``copy``: the new rows are copied into
+        temporary tables (for queries that would cost much to run again); otherwise each is a temporary view, read
+        again by each statement but only for the columns it needs (copying 300 results of a run cost more than
+        reading them five times, measured)."""
+        kind = "TABLE" if copy else "VIEW"
+        gather = [f"CREATE OR REPLACE TEMP {kind} new_{table} AS {sql}" for table, sql in sources.items()]
+        cur.execute(";\n".join(gather))
+        row = cur.execute(aggregates.MULTI_GPU_SQL).fetchone()
+        refresh = aggregates.refresh_sql(figures_sql=compute_sql("new_results"), machines=bool(row and row[0]))
+        # One call: DuckDB runs the statements back to back, without winning the GIL back between them.
+        cur.execute(";\n".join((*before, *refresh)))
 
     def _compute_figures(self, cur: duckdb.DuckDBPyConnection) -> None:
-        """The figures of every result appended since the last time, in one transaction with no other writer."""
-        if self._unfigured:
-            appended = f"(SELECT * FROM results WHERE rowid >= {self._figures_from})"
-            cur.begin()
-            try:
-                cur.execute(f"INSERT INTO figures {compute_sql(appended)}")
-                following = self._next_rowid(cur)
-                cur.commit()
-            except duckdb.FatalException:
-                raise
-            except Exception:  # they are computed again when the collector next starts
-                with suppress(duckdb.Error):
-                    cur.rollback()
-                log.exception("computing figures failed; runs stored since the last time have none until restart")
-                following = self._next_rowid(cur)
-            self._figures_from = following
-        with self._figured:
-            self._unfigured = 0
-            self._settle_wanted = False
-            self._figured.notify_all()
+        """The figures and summaries of every run committed since the last time, in one transaction of their own
+        (the only writer of the figures and summaries)."""
+        with self._refresh_lock:
+            with self._figured:
+                start, end = self._refreshed_to, self._committed_to  # commits below ``end`` are visible from here
+                self._unfigured = 0
+            if end > start:
+                new = f"commit_seq >= {start} AND commit_seq < {end}"
+                cur.begin()
+                try:
+                    self._refresh(cur, {t: f"SELECT * FROM {t} WHERE {new}" for t in aggregates.SOURCES})
+                    cur.commit()
+                except STORAGE_ERRORS:
+                    with suppress(duckdb.Error):
+                        cur.rollback()
+                    raise
+                except Exception:  # they are computed again when the collector next starts
+                    with suppress(duckdb.Error):
+                        cur.rollback()
+                    log.exception("computing figures failed; runs stored since the last time have none until "
+                                  "restart")  # fmt: skip
+            with self._figured:
+                self._refreshed_to = max(self._refreshed_to, end)
+                if self.settled:
+                    self._settle_wanted = False
+                self._figured.notify_all()
+
+    def _until_archive(self) -> float | None:
+        """Seconds until the next archiving pass is due; None without retention."""
+        if not self.retention_days:
+            return None
+        return max(0.0, self._archive_at - time.monotonic())
+
+    def _archive_while_idle(self, cur: duckdb.DuckDBPyConnection) -> int:
+        """Archive batches of old runs until none is due or a run is waiting; the runs archived."""
+        moved = 0
+        while self._queue.empty():
+            done = retention.archive_batch(cur, self.archive_dir, self.retention_days)
+            moved += done
+            if not done:
+                self._archive_at = time.monotonic() + ARCHIVE_EVERY_S
+                break
+        return moved
+
+    def archive(self) -> int:
+        """Archive every run due now (``flopfleet-collector archive``, with no server on the file); the runs moved."""
+        if not self.retention_days:
+            raise StorageUnavailable("retention_days is 0: nothing is archived (set FLOPFLEET_RETENTION_DAYS)")
+        cur, moved = self._cursor(), 0
+        while done := retention.archive_batch(cur, self.archive_dir, self.retention_days):
+            moved += done
+        return moved
 
     def _checkpoint(self, cur: duckdb.DuckDBPyConnection) -> bool:
         """Fold the log into the file while idle; False when DuckDB refuses (another transaction is running, as a
@@ -594,6 +757,7 @@ class Store:
                 "received_at": pa.array([p.received_at for p in runs], type=pa.timestamp("us", tz="UTC")),
                 "source": pa.array([p.source for p in runs], type=pa.string()),
                 "token_name": pa.array([p.token_name for p in runs], type=pa.string()),
+                "commit_seq": pa.array([seq := self._take_seq()] * len(runs), type=pa.int64()),
             }
         )
         assert tuple(incoming.column_names) == INCOMING
@@ -612,9 +776,10 @@ class Store:
             raise
         finally:
             cur.unregister("incoming")
-        if stored_now:
+        if commit:
             with self._figured:
-                self._unfigured += 1
+                self._committed_to = max(self._committed_to, seq + 1)
+                self._unfigured += bool(stored_now)
         return stored_now
 
     def _settle_duplicate(self, cur: duckdb.DuckDBPyConnection, p: _Pending, stored_sha: str) -> None:
@@ -633,7 +798,7 @@ class Store:
 
     def add_reference(self, values: list[ReferenceValue]) -> int:
         """Store published figures, replacing earlier ones from the same source for the same card and metric."""
-        cur = self.cursor()
+        cur = self._cursor()
         now = datetime.now(timezone.utc)
         cur.begin()
         try:
@@ -649,33 +814,32 @@ class Store:
         return len(values)
 
     def set_price(self, model: str, price_usd: float, source: str | None = None) -> None:
-        self.cursor().execute(
+        self._cursor().execute(
             "INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)", [model, price_usd, source, datetime.now(timezone.utc)]
         )
 
     # -- reads -------------------------------------------------------------------------------------------------
 
     def run_payload(self, run_id: str) -> str:
-        row = self.cursor().execute("SELECT payload FROM runs WHERE run_id = TRY_CAST(? AS UUID)", [run_id]).fetchone()
+        """A run's JSON as stored, from the database or, for an archived run, from its archive file."""
+        cur = self._cursor()
+        row = cur.execute("SELECT payload FROM runs WHERE run_id = TRY_CAST(? AS UUID)", [run_id]).fetchone()
         if row is None:
             raise NotFound(f"no run {run_id}")
-        return gzip.decompress(row[0]).decode()
+        payload = bytes(row[0])
+        if payload == retention.ARCHIVED_PAYLOAD:
+            where = cur.execute(
+                "SELECT CAST(day AS VARCHAR), batch FROM archived_runs WHERE run_id = ?::UUID", [run_id]
+            ).fetchone()
+            found = retention.archived_payload(self.archive_dir, run_id, *where) if where else None
+            if found is None:
+                raise NotFound(f"run {run_id} was archived, and its archive file is not in {self.archive_dir.name}")
+            payload = found
+        return gzip.decompress(payload).decode()
 
     def list_runs(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-        cur = self.cursor()
-        total = cur.execute("SELECT count(*) FROM runs").fetchone()
-        cur.execute(
-            """
-            SELECT r.run_id, r.suite, r.device, r.hostname, r.started_at, r.received_at,
-                   coalesce((SELECT list(g.name ORDER BY g.gpu_index) FROM gpus g WHERE g.run_id = r.run_id), []),
-                   (SELECT count(*) FROM results x WHERE x.run_id = r.run_id)
-            FROM runs r ORDER BY r.received_at DESC, r.run_id LIMIT ? OFFSET ?
-            """,
-            [limit, offset],
-        )
-        keys = ("run_id", "suite", "device", "hostname", "started_at", "received_at", "gpu_names", "results")
-        rows = [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
-        return rows, int(total[0]) if total else 0
+        reads = self.reads()
+        return reads.received_runs(limit, offset), reads.run_count()
 
     def snapshot(self, dest: Path) -> Path:
         """A consistent copy of every table into a new database file at ``dest``, taken while writes go on.
@@ -687,15 +851,15 @@ class Store:
             raise DatabaseBusy(f"{dest} exists; a snapshot never overwrites a file")
         self.settle()
         target = duckdb.connect(str(dest))
-        src = self.cursor()
+        src = self._cursor()
         try:
             target.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
             for table in TABLES:
                 target.execute(ddl(table))
-            for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values()):
+            for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values(), *aggregates.ddl()):
                 target.execute(sql)
             src.execute("BEGIN TRANSACTION READ ONLY")
-            for table in ("meta", *TABLES, *DERIVED_TABLES, *SIDE_TABLES):
+            for table in ("meta", *TABLES, *DERIVED_TABLES, *SIDE_TABLES, *aggregates.DDL):
                 batches = src.sql(f"SELECT * FROM {table}").to_arrow_reader(50_000)
                 target.register("incoming", batches)
                 target.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")

@@ -1,0 +1,108 @@
+"""The documented views SQL users query (README "Querying with SQL"); their columns are a stable interface."""
+
+from __future__ import annotations
+
+#: The GPU model as compared: its name and memory size (an 80 GB part is not a 40 GB one).
+MODEL = "g.name || ' ' || CAST(round(g.memory_bytes / 1073741824.0) AS INTEGER) || ' GiB'"
+#: A card column: the model and its power limit, so a 350 W part is never averaged with a 700 W one. CPU runs are
+#: one card per CPU model.
+CARD = f"""CASE WHEN g.name IS NULL THEN 'CPU: ' || coalesce(ru.cpu_model, ru.hostname)
+     ELSE {MODEL} || coalesce(' · ' || CAST(round(g.power_limit_w) AS INTEGER) || ' W', '') END"""
+
+
+def devices_sql(runs: str = "runs", gpus: str = "gpus") -> str:
+    """One row per device in each run of ``runs`` (a table or a parenthesised query), its GPU from ``gpus``."""
+    return f"""
+        SELECT ru.run_id, g.gpu_index, {CARD} AS card,
+               CASE WHEN g.name IS NULL THEN 'CPU: ' || coalesce(ru.cpu_model, ru.hostname) ELSE {MODEL} END
+                   AS gpu_model,
+               g.name AS gpu_name, coalesce(g.uuid, ru.hostname) AS device_id, ru.hostname, ru.started_at, ru.source,
+               ru.torch, ru.cuda, ru.driver, g.power_limit_w, g.power_limit_default_w, g.pcie_gen, g.pcie_gen_max,
+               g.pcie_width, g.pcie_width_max, g.ecc_enabled, g.other_processes, g.sm_clock_max_mhz,
+               g.throttle_reasons_seen, g.temperature_end_c
+        FROM {runs} ru LEFT JOIN {gpus} g ON g.run_id = ru.run_id
+    """
+
+
+VIEWS: dict[str, str] = {
+    # One row per device in each run: where a card's label comes from, without scanning results.
+    "devices": devices_sql(),
+    # Every result with its run and GPU beside it: the base of the other views.
+    "result_facts": """
+        SELECT r.*, d.card, d.gpu_model, d.gpu_name, d.device_id AS gpu_uuid, d.power_limit_w, d.power_limit_default_w,
+               d.pcie_gen, d.pcie_gen_max, d.pcie_width, d.pcie_width_max, ru.hostname, ru.started_at, ru.suite,
+               ru.device, ru.source, ru.torch, ru.cuda, ru.driver, ru.transformers, ru.agent_version
+        FROM results r
+        JOIN runs ru USING (run_id)
+        -- A result that spans the machine (collectives, data-parallel training) has no GPU index: it is
+        -- labelled with the run's first GPU, whose card it was measured on.
+        JOIN devices d ON d.run_id = r.run_id AND d.gpu_index IS NOT DISTINCT FROM coalesce(
+            r.gpu_index, (SELECT min(g.gpu_index) FROM gpus g WHERE g.run_id = r.run_id))
+    """,
+    # One row per card: how many devices measure it now (by their latest run) and how many runs did, and when;
+    # read from the summaries the store keeps at ingest, so it costs what it shows.
+    "cards": """
+        SELECT c.card, any_value(d.gpu_model) AS gpu_model, any_value(d.gpu_name) AS gpu_name,
+               count(d.device_id) AS devices, any_value(c.runs) AS runs, any_value(c.first_run) AS first_run,
+               any_value(c.last_run) AS last_run
+        FROM card_runs c LEFT JOIN device_latest d ON d.card = c.card GROUP BY c.card
+    """,
+    "matmul": """
+        SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, m, n, k, tflops, peak_fraction, rel_error,
+               median_s, cv, timing_method, status, reason, flags, torch, cuda, driver
+        FROM result_facts WHERE benchmark = 'matmul'
+    """,
+    "mamf": """
+        SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, tflops,
+               CAST(json_extract(metrics, '$.sustained_tflops') AS DOUBLE) AS sustained_tflops, peak_fraction,
+               CAST(json_extract(metrics, '$.m') AS BIGINT) AS best_m,
+               CAST(json_extract(metrics, '$.n') AS BIGINT) AS best_n,
+               CAST(json_extract(metrics, '$.k') AS BIGINT) AS best_k, status, reason, flags
+        FROM result_facts WHERE benchmark = 'mamf'
+    """,
+    "bandwidth": """
+        SELECT run_id, card, gpu_uuid, hostname, started_at, op, elements, bytes_per_call, gbps, tflops,
+               peak_fraction, median_s, cv, timing_method, status, reason, flags
+        FROM (SELECT *, CAST(json_extract(params, '$.bytes_per_call') AS BIGINT) AS bytes_per_call
+              FROM result_facts WHERE benchmark = 'bandwidth')
+    """,
+    "transfers": """
+        SELECT run_id, card, gpu_uuid, hostname, started_at, direction, pinned, bytes, gbps, peak_fraction,
+               pcie_gen, pcie_width, pcie_gen_max, pcie_width_max, median_s, status, reason, flags
+        FROM result_facts WHERE benchmark = 'transfer'
+    """,
+    "layers": """
+        SELECT run_id, card, gpu_uuid, hostname, started_at, model, block, dtype, mode, batch, seq_len,
+               attn_implementation, tflops, peak_fraction, median_s, cv, timing_method, status, reason, flags,
+               torch, transformers
+        FROM result_facts WHERE benchmark = 'layer'
+    """,
+    "training": """
+        SELECT run_id, card, gpu_uuid, hostname, started_at, name, model, batch, seq_len, world_size,
+               samples_per_s, tokens_per_s, tflops, mfu, scaling_efficiency, peak_memory_bytes, attn_implementation,
+               median_s, status, reason, flags, torch
+        FROM result_facts WHERE benchmark = 'training'
+    """,
+    "collectives": """
+        SELECT run_id, card, hostname, started_at, op, json_extract_string(params, '$.backend') AS backend, dtype,
+               bytes, world_size, nodes, algbw_gbps, busbw_gbps, rel_error, median_s, cv, status, reason, flags,
+               torch, cuda, driver
+        FROM result_facts WHERE benchmark = 'collective'
+    """,
+    # Which runs each kind of data covers: with retention, raw rows of old runs are in the Parquet archive.
+    "coverage": """
+        SELECT 'raw results (results, gpu_samples and the views over them)' AS data, count(*) AS runs,
+               min(started_at) AS first_run, max(started_at) AS last_run
+        FROM runs ANTI JOIN archived_runs USING (run_id)
+        UNION ALL
+        SELECT 'archived to Parquet (archived_runs says where)', count(*), min(started_at), max(started_at)
+        FROM runs SEMI JOIN archived_runs USING (run_id)
+        UNION ALL
+        SELECT 'figures and summaries (figures, latest_*, device_runs, cards, health)', count(*), min(started_at),
+               max(started_at) FROM runs
+    """,
+    # Published figures imported with `import-reference`, labelled with where they come from.
+    "reference": """
+        SELECT card, metric, value, unit, source, note, imported_at FROM reference_values
+    """,
+}

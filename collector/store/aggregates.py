@@ -1,0 +1,211 @@
+"""Summaries kept at ingest, so that a page reads rows in proportion to what it shows, not to the history kept.
+
+The store refreshes them in the same transaction as the figures of the runs just stored (``refresh_sql``), so they
+are never ahead of or behind the raw tables, and a crash loses neither: runs without a row in ``device_runs``
+(every run has one per device, or one for its CPU) are refreshed when the collector starts again. Each "latest"
+table keeps, per key, the row of the newest run (``started_at``) that measured it: a GPU's latest value of a
+figure, its latest point of a chart, a machine's latest multi-GPU figures. A refresh merges the new candidates
+with the rows they may replace (only those keys), so its cost follows the runs stored, not the rows kept.
+"""
+
+from __future__ import annotations
+
+from ..figures import TRUSTED
+from ..sqlviews import devices_sql
+
+#: Raw tables the summaries are derived from, in the order a refresh reads them.
+SOURCES = ("runs", "gpus", "results")
+
+DDL: dict[str, str] = {
+    # One row per stored run: what the run lists show (written with the run itself).
+    "run_summaries": """CREATE TABLE IF NOT EXISTS run_summaries (
+        run_id UUID NOT NULL, results INTEGER NOT NULL, gpu_names VARCHAR[] NOT NULL)""",
+    # Each device's latest run: its card, state and software then; how many runs measured it and since when.
+    "device_latest": """CREATE TABLE IF NOT EXISTS device_latest AS
+        SELECT *, CAST(0 AS BIGINT) AS runs, started_at AS first_run FROM ({devices}) WHERE false""",
+    # Every run of every device with its key figures: the GPU page's history.
+    "device_runs": """CREATE TABLE IF NOT EXISTS device_runs AS
+        SELECT *, CAST(NULL AS DOUBLE) AS matmul, CAST(NULL AS DOUBLE) AS memory, CAST(NULL AS DOUBLE) AS bert
+        FROM ({devices}) WHERE false""",
+    # Runs per card, and the first and last of them.
+    "card_runs": """CREATE TABLE IF NOT EXISTS card_runs (
+        card VARCHAR NOT NULL, runs BIGINT NOT NULL, first_run TIMESTAMPTZ, last_run TIMESTAMPTZ)""",
+    # Each device's latest value of each figure (from the newest run that measured it).
+    "latest_figures": """CREATE TABLE IF NOT EXISTS latest_figures (
+        device_id VARCHAR NOT NULL, figure VARCHAR NOT NULL, card VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL,
+        gpu_name VARCHAR, source VARCHAR NOT NULL, run_id UUID NOT NULL, gpu_index INTEGER,
+        started_at TIMESTAMPTZ NOT NULL, value DOUBLE NOT NULL, peak_fraction DOUBLE, sm_clock_mhz INTEGER)""",
+    # Each device's latest point of each chart line (matmul size, layer batch, bandwidth array size).
+    "latest_points": """CREATE TABLE IF NOT EXISTS latest_points (
+        device_id VARCHAR NOT NULL, card VARCHAR NOT NULL, chart VARCHAR NOT NULL, series VARCHAR NOT NULL,
+        x DOUBLE NOT NULL, value DOUBLE NOT NULL, started_at TIMESTAMPTZ NOT NULL)""",
+    # Each device's latest value of a figure under each software version (torch, CUDA, driver).
+    "version_figures": """CREATE TABLE IF NOT EXISTS version_figures (
+        gpu_model VARCHAR NOT NULL, figure VARCHAR NOT NULL, torch VARCHAR, cuda VARCHAR, driver VARCHAR,
+        device_id VARCHAR NOT NULL, value DOUBLE NOT NULL, first_at TIMESTAMPTZ NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL)""",
+    # Each multi-GPU machine's (host and GPU count) latest collective and data-parallel figures.
+    "machine_latest": """CREATE TABLE IF NOT EXISTS machine_latest (
+        hostname VARCHAR NOT NULL, world_size INTEGER NOT NULL, run_id UUID NOT NULL, started_at TIMESTAMPTZ NOT NULL,
+        card VARCHAR, nodes INTEGER, topology VARCHAR, nvlink_active INTEGER, allreduce_busbw_gbps DOUBLE,
+        allreduce_bytes BIGINT, ddp_tokens_per_s DOUBLE, scaling_efficiency DOUBLE)""",
+    # Each machine's latest bus bandwidth per collective and message size.
+    "machine_points": """CREATE TABLE IF NOT EXISTS machine_points (
+        hostname VARCHAR NOT NULL, world_size INTEGER NOT NULL, card VARCHAR, op VARCHAR NOT NULL,
+        bytes BIGINT NOT NULL, busbw_gbps DOUBLE NOT NULL, started_at TIMESTAMPTZ NOT NULL)""",
+}
+
+GiB = 1 << 30
+#: The key figures of a GPU's history.
+HISTORY_FIGURES = {"matmul": "matmul_bf16", "memory": "memory", "bert": "bert_fwdbwd"}
+
+
+def ddl() -> list[str]:
+    return [sql.format(devices=devices_sql()) for sql in DDL.values()]
+
+
+def _merge(table: str, keys: tuple[str, ...], candidates: str, over: dict[str, str] | None = None) -> list[str]:
+    """Replace ``table``'s rows for the keys in ``candidates`` (same columns) by the newest row per key, among the
+    candidates and the rows they replace; ``over``: columns that aggregate over all of those rows instead."""
+    on = " AND ".join(f"t.{k} IS NOT DISTINCT FROM c.{k}" for k in keys)
+    columns = ", ".join(keys)
+    newest = "unnest(arg_max(u, u.started_at))"
+    if over:
+        packed = ", ".join(f"'{name}': {agg}" for name, agg in over.items())
+        replaced = ", ".join(f"_over.{name} AS {name}" for name in over)
+        select = f"* EXCLUDE (_over) REPLACE ({replaced}) FROM (SELECT {newest}, {{{packed}}} AS _over"
+        close = ")"
+    else:
+        select, close = newest, ""
+    return [
+        f"CREATE OR REPLACE TEMP TABLE cand_{table} AS {candidates}",
+        f"""CREATE OR REPLACE TEMP TABLE merged_{table} AS
+            SELECT {select}
+            FROM (SELECT * FROM cand_{table} UNION ALL BY NAME
+                  SELECT t.* FROM {table} t SEMI JOIN (SELECT DISTINCT {columns} FROM cand_{table}) c ON {on}) u
+            GROUP BY {", ".join(f"u.{k}" for k in keys)}{close}""",
+        f"DELETE FROM {table} t USING (SELECT DISTINCT {columns} FROM cand_{table}) c WHERE {on}",
+        f"INSERT INTO {table} BY NAME SELECT * FROM merged_{table}",
+    ]
+
+
+#: ``run_summaries``' row of each run, in the commit that stores it (from the parsed JSON of the insert).
+RUN_SUMMARIES_AT_INSERT = """INSERT INTO run_summaries
+    SELECT CAST(run_id AS UUID), len(results), coalesce(list_transform(gpus, lambda g: g.name), []) FROM parsed"""
+#: The same for runs an older collector stored without one.
+RUN_SUMMARIES_LATE = """INSERT INTO run_summaries
+    SELECT ru.run_id, (SELECT count(*) FROM new_results x WHERE x.run_id = ru.run_id),
+           coalesce((SELECT list(g.name ORDER BY g.gpu_index) FROM new_gpus g WHERE g.run_id = ru.run_id), [])
+    FROM new_runs ru ANTI JOIN run_summaries USING (run_id)"""
+#: Whether the new runs have multi-GPU results (the machine summaries are skipped when not: most refreshes).
+MULTI_GPU_SQL = "SELECT count(*) > 0 FROM new_results WHERE world_size > 1"
+
+
+def refresh_sql(*, figures_sql: str, machines: bool = True) -> list[str]:
+    """The statements of one refresh, over the temp tables ``new_runs``, ``new_gpus`` and ``new_results``: the runs
+    to summarise. Their figures are computed (``figures_sql``) and stored first; ``machines``: the multi-GPU
+    machines' summaries too."""
+    statements = [
+        f"CREATE OR REPLACE TEMP TABLE new_devices AS {devices_sql('new_runs', 'new_gpus')}",
+        f"CREATE OR REPLACE TEMP TABLE new_figures AS {figures_sql}",
+        "INSERT INTO figures SELECT * FROM new_figures",
+    ]
+    figures_of = (
+        "new_figures f JOIN new_devices d ON d.run_id = f.run_id AND d.gpu_index IS NOT DISTINCT FROM f.gpu_index"
+    )
+    history = ", ".join(f"max(f.value) FILTER (WHERE f.figure = '{figure}') AS {name}"
+                        for name, figure in HISTORY_FIGURES.items())  # fmt: skip
+    statements += [
+        f"""INSERT INTO device_runs BY NAME
+            SELECT d.*, {history} FROM new_devices d
+            LEFT JOIN new_figures f ON f.run_id = d.run_id AND f.gpu_index IS NOT DISTINCT FROM d.gpu_index
+            GROUP BY ALL""",
+        *_merge(
+            "device_latest",
+            ("device_id",),
+            "SELECT *, CAST(1 AS BIGINT) AS runs, started_at AS first_run FROM new_devices",
+            {"runs": "sum(u.runs)", "first_run": "min(u.first_run)"},
+        ),
+        *_merge(
+            "latest_figures",
+            ("device_id", "figure"),
+            f"""SELECT d.device_id, f.figure, d.card, d.gpu_model, d.gpu_name, d.source, f.run_id, f.gpu_index,
+                       d.started_at, f.value, f.peak_fraction, f.sm_clock_mhz FROM {figures_of}""",
+        ),
+        *_merge(
+            "latest_points",
+            ("device_id", "chart", "series", "x"),
+            f"""SELECT d.device_id, arg_max(d.card, d.started_at) AS card, p.chart, p.series, p.x,
+                       arg_max(p.value, d.started_at) AS value, max(d.started_at) AS started_at
+                FROM (SELECT run_id, gpu_index, chart, series, x, max(value) AS value FROM ({_POINTS}) GROUP BY ALL) p
+                JOIN new_devices d ON d.run_id = p.run_id AND d.gpu_index IS NOT DISTINCT FROM p.gpu_index
+                GROUP BY d.device_id, p.chart, p.series, p.x""",
+        ),
+        *_merge(
+            "version_figures",
+            ("gpu_model", "figure", "torch", "cuda", "driver", "device_id"),
+            f"""SELECT d.gpu_model, f.figure, d.torch, d.cuda, d.driver, d.device_id, f.value,
+                       d.started_at AS first_at, d.started_at FROM {figures_of}
+                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL""",
+            {"first_at": "min(u.first_at)"},
+        ),
+        """CREATE OR REPLACE TEMP TABLE new_card_runs AS
+            SELECT card, count(DISTINCT run_id) AS runs, min(started_at) AS first_run, max(started_at) AS last_run
+            FROM new_devices GROUP BY card""",
+        """CREATE OR REPLACE TEMP TABLE merged_card_runs AS
+           SELECT card, sum(runs) AS runs, min(first_run) AS first_run, max(last_run) AS last_run FROM (
+               SELECT * FROM new_card_runs UNION ALL
+               SELECT * FROM card_runs WHERE card IN (SELECT card FROM new_card_runs)) GROUP BY card""",
+        "DELETE FROM card_runs WHERE card IN (SELECT card FROM new_card_runs)",
+        "INSERT INTO card_runs SELECT * FROM merged_card_runs",
+    ]
+    if not machines:
+        return statements
+    return [
+        *statements,
+        *_merge("machine_latest", ("hostname", "world_size"), _MACHINES),
+        *_merge(
+            "machine_points",
+            ("hostname", "world_size", "op", "bytes"),
+            f"""SELECT ru.hostname, r.world_size, any_value(c.card) AS card, r.op, r.bytes,
+                       median(r.busbw_gbps) AS busbw_gbps, any_value(ru.started_at) AS started_at
+                FROM new_results r JOIN new_runs ru USING (run_id) LEFT JOIN ({_FIRST_CARD}) c USING (run_id)
+                WHERE r.benchmark = 'collective' AND ru.device = 'cuda' AND {TRUSTED}
+                GROUP BY ru.hostname, r.run_id, r.world_size, r.op, r.bytes""",
+        ),
+    ]
+
+
+#: The points of the charts, from new results: (run_id, gpu_index, chart, series, x, value).
+_POINTS = f"""
+    SELECT run_id, gpu_index, 'matmul' AS chart, dtype AS series, CAST(n AS DOUBLE) AS x, tflops AS value
+    FROM new_results WHERE benchmark = 'matmul' AND m = n AND n = k AND tflops IS NOT NULL AND {TRUSTED}
+    UNION ALL
+    SELECT run_id, gpu_index, 'layer', block || ' ' || mode || ' seq ' || seq_len, batch, tflops
+    FROM new_results WHERE benchmark = 'layer' AND dtype = 'fp16' AND tflops IS NOT NULL AND {TRUSTED}
+    UNION ALL
+    SELECT run_id, gpu_index, 'bandwidth', op, elements * 4, gbps
+    FROM new_results WHERE benchmark = 'bandwidth' AND gbps IS NOT NULL AND {TRUSTED}
+"""
+#: The card of each new run's first GPU: the card a machine-wide result is labelled with.
+_FIRST_CARD = "SELECT run_id, arg_min(card, gpu_index) AS card FROM new_devices GROUP BY run_id"
+#: Per host and GPU count: the figures of its runs with multi-GPU results (the newest is kept).
+_MACHINES = f"""
+    WITH multi AS (
+        SELECT DISTINCT r.run_id, r.world_size FROM new_results r JOIN new_runs ru USING (run_id)
+        WHERE r.status = 'ok' AND r.world_size > 1 AND r.benchmark IN ('collective', 'training')
+              AND ru.device = 'cuda')
+    SELECT ru.hostname, m.world_size, m.run_id, any_value(ru.started_at) AS started_at, any_value(c.card) AS card,
+           max(coalesce(f.nodes, 1)) AS nodes, any_value(ru.topology) AS topology,
+           (SELECT min(g.nvlink_active) FROM new_gpus g WHERE g.run_id = m.run_id) AS nvlink_active,
+           max(f.busbw_gbps) FILTER (WHERE f.benchmark = 'collective' AND f.op = 'all_reduce'
+                                     AND f.bytes >= {GiB} AND {TRUSTED}) AS allreduce_busbw_gbps,
+           arg_max(f.bytes, f.busbw_gbps) FILTER (WHERE f.benchmark = 'collective' AND f.op = 'all_reduce'
+                                                 AND f.bytes >= {GiB} AND {TRUSTED}) AS allreduce_bytes,
+           max(f.tokens_per_s) FILTER (WHERE f.benchmark = 'training' AND f.world_size = m.world_size)
+               AS ddp_tokens_per_s,
+           max(f.scaling_efficiency) FILTER (WHERE f.benchmark = 'training') AS scaling_efficiency
+    FROM multi m JOIN new_runs ru USING (run_id) JOIN new_results f USING (run_id)
+    LEFT JOIN ({_FIRST_CARD}) c USING (run_id)
+    GROUP BY ru.hostname, m.world_size, m.run_id
+"""

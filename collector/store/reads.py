@@ -1,0 +1,171 @@
+"""Named queries: the only SQL outside the store's writer, each returning plain rows (tuples and dicts).
+
+Pages and reports read the summaries the writer keeps (``aggregates``), so each query reads rows in proportion to
+what it answers (cards, devices, points), not to the runs kept. ``Reads`` holds one cursor of its own; it is cheap
+to make and for one request or command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+Row = tuple[Any, ...]
+
+
+def _cards_filter(cards: list[str] | None, column: str = "card") -> tuple[str, list[object]]:
+    """None: every card; a list: those (none for an empty one)."""
+    if cards is None:
+        return "", []
+    if not cards:
+        return " AND false", []
+    return f" AND {column} IN (SELECT unnest(?::VARCHAR[]))", [cards]
+
+
+class Reads:
+    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        self._cur = cursor
+
+    def _rows(self, sql: str, params: list[object] | dict[str, object] | None = None) -> list[Row]:
+        return self._cur.execute(sql, params or []).fetchall()
+
+    def _dicts(self, sql: str, params: list[object] | None = None) -> list[dict[str, Any]]:
+        cur = self._cur.execute(sql, params or [])
+        names = [d[0] for d in cur.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def _one(self, sql: str, params: list[object] | None = None) -> Any:
+        row = self._cur.execute(sql, params or []).fetchone()
+        return row[0] if row else None
+
+    # -- cards and runs ----------------------------------------------------------------------------------------
+
+    def cards(self, cards: list[str] | None = None) -> list[dict[str, Any]]:
+        """The ``cards`` view: measured cards, GPUs first."""
+        where, params = _cards_filter(cards)
+        return self._dicts(f"SELECT * FROM cards WHERE true{where} ORDER BY gpu_name IS NULL, card", params)
+
+    def card_model(self, card: str) -> str | None:
+        model = self._one("SELECT any_value(gpu_model) FROM device_latest WHERE card = ?", [card])
+        if model is None:  # a card no device measures any longer, e.g. after a power-limit change
+            model = self._one("SELECT any_value(gpu_model) FROM latest_figures WHERE card = ?", [card])
+        return str(model) if model is not None else None
+
+    def reference_cards(self) -> list[Row]:
+        """(card, source) of each card with published figures."""
+        return self._rows("SELECT card, any_value(source) FROM reference_values GROUP BY card ORDER BY card")
+
+    def reference_values(self) -> list[Row]:
+        return self._rows("SELECT card, metric, value FROM reference_values")
+
+    def prices(self) -> list[Row]:
+        return self._rows("SELECT model, price_usd FROM prices ORDER BY model")
+
+    def run_count(self) -> int:
+        return int(self._one("SELECT count(*) FROM runs") or 0)
+
+    def recent_runs(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """The newest runs (by start) with their GPUs and result counts."""
+        return self._dicts(
+            """SELECT r.run_id, r.started_at, r.received_at, r.hostname, r.suite, r.device, r.cpu_model, r.torch,
+                      r.cuda, r.driver, coalesce(s.gpu_names, []) AS gpu_names, coalesce(s.results, 0) AS results
+               FROM (SELECT run_id, started_at, received_at, hostname, suite, device, cpu_model, torch, cuda, driver
+                     FROM runs ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?) r
+               LEFT JOIN run_summaries s USING (run_id) ORDER BY r.started_at DESC, r.run_id""",
+            [limit, offset],
+        )
+
+    def received_runs(self, limit: int, offset: int) -> list[dict[str, Any]]:
+        """The runs in the order they were received, newest first (the API's list)."""
+        return self._dicts(
+            """SELECT r.run_id, r.suite, r.device, r.hostname, r.started_at, r.received_at,
+                      coalesce(s.gpu_names, []) AS gpu_names, coalesce(s.results, 0) AS results
+               FROM (SELECT run_id, suite, device, hostname, started_at, received_at
+                     FROM runs ORDER BY received_at DESC, run_id LIMIT ? OFFSET ?) r
+               LEFT JOIN run_summaries s USING (run_id) ORDER BY r.received_at DESC, r.run_id""",
+            [limit, offset],
+        )
+
+    # -- figures of each device (latest) -----------------------------------------------------------------------
+
+    def cells(self, cards: list[str] | None = None) -> list[Row]:
+        """(card, figure, median, low, high, devices) over each device's latest value of the figure."""
+        where, params = _cards_filter(cards)
+        return self._rows(
+            f"SELECT card, figure, median(value), min(value), max(value), count(*) FROM latest_figures "
+            f"WHERE true{where} GROUP BY card, figure",
+            params,
+        )
+
+    def peak_fractions(self, figures: list[str], cards: list[str] | None = None) -> list[Row]:
+        """(card, figure, median fraction of the datasheet peak) over devices."""
+        where, params = _cards_filter(cards)
+        return self._rows(
+            f"SELECT card, figure, median(peak_fraction) FROM latest_figures WHERE peak_fraction IS NOT NULL "
+            f"AND figure IN (SELECT unnest(?::VARCHAR[])){where} GROUP BY card, figure ORDER BY card",
+            [figures, *params],
+        )
+
+    def device_values(self, figure: str, cards: list[str] | None = None) -> list[Row]:
+        """(card, device, latest value) of one figure, for the agents' devices."""
+        where, params = _cards_filter(cards)
+        return self._rows(
+            f"SELECT card, device_id, value FROM latest_figures WHERE figure = ? AND source = 'agent'{where} "
+            "ORDER BY card, value",
+            [figure, *params],
+        )
+
+    def points(self, chart: str, cards: list[str] | None = None) -> list[Row]:
+        """(series, card, x, median y over devices) of one chart's lines."""
+        where, params = _cards_filter(cards)
+        return self._rows(
+            f"SELECT series, card, x, median(value) FROM latest_points WHERE chart = ?{where} "
+            "GROUP BY series, card, x ORDER BY series, card, x",
+            [chart, *params],
+        )
+
+    # -- health and history ------------------------------------------------------------------------------------
+
+    def health_devices(self, model: str | None = None) -> list[dict[str, Any]]:
+        """Each agent-measured GPU's latest run and state (of one model, or all)."""
+        where = " AND gpu_model = ?" if model else ""
+        return self._dicts(
+            f"SELECT * FROM device_latest WHERE gpu_name IS NOT NULL AND source = 'agent'{where}",
+            [model] if model else [],
+        )
+
+    def health_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
+        """(device, figure, value, peak fraction, SM clock) from each GPU's latest run that measured the figure."""
+        where = " AND gpu_model = ?" if model else ""
+        return self._rows(
+            "SELECT device_id, figure, value, peak_fraction, sm_clock_mhz FROM latest_figures WHERE source = 'agent' "
+            f"AND gpu_name IS NOT NULL AND figure IN (SELECT unnest(?::VARCHAR[])){where}",
+            [figures, *([model] if model else [])],
+        )
+
+    def gpu_history(self, device: str) -> list[dict[str, Any]]:
+        """Every run of one GPU, newest first, with its key figures."""
+        return self._dicts("SELECT * FROM device_runs WHERE device_id = ? ORDER BY started_at DESC", [device])
+
+    def version_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
+        """(model, figure, torch, cuda, driver, first seen, [each device's latest value]) per software version."""
+        where = " AND gpu_model = ?" if model else ""
+        return self._rows(
+            f"""SELECT gpu_model, figure, torch, cuda, driver, min(first_at) AS first, list(value ORDER BY device_id)
+                FROM version_figures WHERE figure IN (SELECT unnest(?::VARCHAR[])){where}
+                GROUP BY gpu_model, figure, torch, cuda, driver ORDER BY gpu_model, figure, first""",
+            [figures, *([model] if model else [])],
+        )
+
+    # -- multi-GPU machines ------------------------------------------------------------------------------------
+
+    def machines(self) -> list[dict[str, Any]]:
+        return self._dicts("SELECT * EXCLUDE (started_at) FROM machine_latest ORDER BY hostname, world_size")
+
+    def machine_points(self) -> list[Row]:
+        """(collective, machine label, bytes, bus bandwidth) of each machine's latest runs."""
+        return self._rows(
+            """SELECT op, hostname || ' · ' || coalesce(card, '?') || ' ×' || world_size, bytes, busbw_gbps
+               FROM machine_points ORDER BY 1, 2, 3"""
+        )

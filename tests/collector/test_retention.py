@@ -1,0 +1,105 @@
+"""Retention: raw rows of old runs move to a Parquet archive that other engines read; figures, summaries, pages and
+the run's JSON stay; a crash between writing a batch and recording it loses and duplicates nothing."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from collector.errors import StorageUnavailable
+from collector.report import build_report
+from collector.store import SUMMARY_TABLES, Store
+from tests.collector.conftest import query
+from tests.factories import bandwidth, make_run, matmul
+
+NOW = datetime.now(timezone.utc)
+
+
+def _runs(days_ago: list[int]) -> list:  # type: ignore[type-arg]
+    return [
+        make_run([matmul(4096, "bf16", 700.0 + i), bandwidth(1 << 26, 3000.0 + i)], hostname=f"h{i}",
+                 started=NOW - timedelta(days=d, hours=i))
+        for i, d in enumerate(days_ago)
+    ]  # fmt: skip
+
+
+def _summaries(store: Store) -> dict[str, list[str]]:
+    return {t: sorted(map(str, query(store, f"SELECT * FROM {t}").fetchall())) for t in ("figures", *SUMMARY_TABLES)}
+
+
+def test_old_runs_move_to_parquet_and_everything_derived_stays(tmp_path: Path) -> None:
+    runs = _runs([40, 40, 35, 2])
+    db = tmp_path / "db.duckdb"
+    with Store(db, retention_days=30) as store:
+        for run in runs:
+            store.add_run(run)
+        before, report = _summaries(store), build_report(store.reads(), "md")
+        payload = store.run_payload(str(runs[0].run_id))
+        assert store.archive() == 3
+        assert query(store, "SELECT count(DISTINCT run_id) FROM results").fetchone() == (1,)  # the recent one
+        assert query(store, "SELECT count(*) FROM runs").fetchone() == (4,)
+        assert _summaries(store) == before
+        assert build_report(store.reads(), "md") == report
+        assert store.run_payload(str(runs[0].run_id)) == payload  # read back from the archive
+        assert store.archive() == 0  # nothing is due twice
+    archive = tmp_path / "db.duckdb.archive"
+    days = sorted(p.name for p in (archive / "results").iterdir())
+    assert days == sorted({f"day={(NOW - timedelta(days=d, hours=i)).date()}" for i, d in enumerate([40, 40, 35])})
+    # Another engine reads the archive as one table, hive-partitioned by day.
+    con = duckdb.connect()
+    rows = con.execute(
+        f"SELECT count(*), count(DISTINCT run_id) FROM read_parquet('{archive}/results/*/*.parquet', "
+        "hive_partitioning = true)"
+    ).fetchone()
+    assert rows == (6, 3)
+
+
+def test_a_batch_written_but_never_recorded_is_written_again_once(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    with Store(db, retention_days=30) as store:
+        for run in _runs([40, 40]):
+            store.add_run(run)
+    # As a crash after the files and before the transaction leaves it: files, but no batch recorded.
+    folder = tmp_path / "db.duckdb.archive"
+    with Store(db, retention_days=30) as store:
+        store.archive()
+    con = duckdb.connect(str(db))
+    con.execute("DELETE FROM archived_runs")  # the record the crash lost; the rows are gone in the same commit,
+    con.execute("CHECKPOINT")  # so put them back from the archive, as the uncommitted transaction left them
+    for table in ("results", "gpu_samples"):
+        files = f"read_parquet('{folder}/{table}/*/*.parquet', hive_partitioning = false)"
+        con.execute(f"INSERT INTO {table} SELECT * FROM {files}")
+    payloads = con.execute(f"SELECT run_id, payload FROM read_parquet('{folder}/payloads/*/*.parquet')").fetchall()
+    con.executemany("UPDATE runs SET payload = ? WHERE run_id = ?", [[p, r] for r, p in payloads])
+    con.close()
+    stale = next((folder / "results").rglob("*.parquet"))
+    orphan = stale.with_name("0123456789abcdef.parquet")
+    stale.rename(orphan)
+    with Store(db, retention_days=30) as store:
+        assert store.archive() == 2
+    files = sorted(p.name for p in (folder / "results").rglob("*.parquet"))
+    assert orphan.name not in files and len(files) == 1
+    con = duckdb.connect()
+    assert con.execute(f"SELECT count(*) FROM read_parquet('{folder}/results/*/*.parquet')").fetchone() == (4,)
+
+
+def test_the_writer_archives_by_itself_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import collector.store.core as core
+
+    monkeypatch.setattr(core, "ARCHIVE_FIRST_S", 0.5)
+    with Store(tmp_path / "db.duckdb", retention_days=30) as store:
+        for run in _runs([40, 3]):
+            store.add_run(run)
+        deadline = time.monotonic() + 30
+        while query(store, "SELECT count(*) FROM archived_runs").fetchone() != (1,) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert query(store, "SELECT count(*) FROM archived_runs").fetchone() == (1,)
+
+
+def test_archive_without_retention_says_how_to_turn_it_on(tmp_path: Path) -> None:
+    with Store(tmp_path / "db.duckdb") as store, pytest.raises(StorageUnavailable, match="RETENTION_DAYS"):
+        store.archive()
