@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
+from schemas import GpuCounters
+
+from .counters import Counters, XidWatch
+
 T = TypeVar("T")
 
 #: NVML clock-event (throttle) reason bits and the names the wire contract uses.
@@ -113,7 +117,7 @@ class Nvml:
             return fn()
         except self._m.NVMLError:
             return None
-        except (AttributeError, TypeError):
+        except (AttributeError, TypeError, ValueError):
             return None
 
     def driver_version(self) -> str | None:
@@ -180,6 +184,14 @@ class Nvml:
                 break
             active += int(state == getattr(m, "NVML_FEATURE_ENABLED", 1))
         return active or None
+
+    def counters(self, handle: Any) -> GpuCounters:
+        """The GPU's error counters now (``counters``)."""
+        return Counters(self._m, self._get).read(handle)
+
+    def watch_xids(self, handles: dict[int, Any], started: float) -> XidWatch:
+        """XID events of these GPUs from now until the block ends (``counters``)."""
+        return XidWatch(self._m, handles, started)
 
     def read(self, handle: Any) -> Reading:
         m, g = self._m, self._get

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from typing import Any
 
 from schemas import SCHEMA_VERSION, Gpu, RunSubmission
 from schemas.environment import MAX_SAMPLES
@@ -12,9 +15,10 @@ from schemas.environment import MAX_SAMPLES
 from . import __version__, probe
 from .benchmarks import Benchmark, Span
 from .config import RunConfig
+from .counters import XidWatch
 from .launchers import launchers_for
 from .monitor import Monitor, RunState
-from .nvml import open_nvml
+from .nvml import Nvml, open_nvml
 from .runner import ProgressFn, run_cases
 from .suites import suite
 from .target import Target, find_targets
@@ -48,11 +52,19 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
                 handle = nvml.handle_for_uuid(gpu.uuid) if gpu.uuid else None
                 if handle is not None:
                     handles[gpu.index] = handle
-        with Monitor(nvml, handles) as monitor:
+        before = {index: nvml.counters(handle) for index, handle in handles.items()} if nvml else {}
+        with Monitor(nvml, handles) as monitor, _xids(nvml, handles) as xids:
             span = Span(kind=config.device, targets=tuple(targets), nodes=config.nodes)  # type: ignore[arg-type]
             results = run_cases(benchmarks, targets, gpus, chosen.policy, monitor, span=span, deadline=deadline,
                                 on_event=on_event, launchers=launchers)  # fmt: skip
-        gpus = [_with_state(gpu, monitor.run_state(gpu.index)) for gpu in gpus]
+        after = {index: nvml.counters(handle) for index, handle in handles.items()} if nvml else {}
+        gpus = [
+            _with_state(gpu, monitor.run_state(gpu.index)).model_copy(update={
+                "counters_before": before.get(gpu.index), "counters_after": after.get(gpu.index),
+                "xid_events": tuple(xids.events[gpu.index]) if xids and xids.watching.get(gpu.index) else None,
+            })
+            for gpu in gpus
+        ]  # fmt: skip
         samples = monitor.samples(MAX_SAMPLES)
         software = probe.software(nvml)
     return RunSubmission(
@@ -71,6 +83,16 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         topology=probe.topology(config.device),
         tags=dict(config.tags),
     )
+
+
+@contextmanager
+def _xids(nvml: Nvml | None, handles: dict[int, Any]) -> Iterator[XidWatch | None]:
+    """XID events during the run where NVML can watch for them; None where it cannot."""
+    if nvml is None or not handles:
+        yield None
+        return
+    with nvml.watch_xids(handles, time.monotonic()) as watch:
+        yield watch
 
 
 def _with_state(gpu: Gpu, state: RunState) -> Gpu:

@@ -24,6 +24,18 @@ def devices_sql(runs: str = "runs", gpus: str = "gpus") -> str:
     """
 
 
+def _counters_sql() -> str:
+    """Each counter before and after the run; for counts, what the run added (``_during``)."""
+    from .tables import COUNTERS
+
+    out = []
+    for name, sql in COUNTERS:
+        out += [f"g.{name}_before", f"g.{name}_after"]
+        if sql in ("BIGINT", "DOUBLE") and name != "energy_j":
+            out.append(f"g.{name}_after - g.{name}_before AS {name}_during")
+    return ", ".join(out)
+
+
 VIEWS: dict[str, str] = {
     # One row per device in each run: where a card's label comes from, without scanning results.
     "devices": devices_sql(),
@@ -100,6 +112,13 @@ VIEWS: dict[str, str] = {
         UNION ALL
         SELECT 'figures and summaries (figures, latest_*, device_runs, cards, health)', count(*), min(started_at),
                max(started_at) FROM runs
+    """,
+    # Each GPU's error counters in each run: before, after, and what the run added; NULL where NVML does not say.
+    "gpu_counters": f"""
+        SELECT g.run_id, d.card, d.device_id AS gpu_uuid, ru.hostname, ru.started_at, g.gpu_index, {_counters_sql()},
+               g.energy_j_after - g.energy_j_before AS energy_j_during,
+               CAST(json_array_length(g.xid_events) AS INTEGER) AS xid_count, g.xid_events
+        FROM gpus g JOIN runs ru USING (run_id) JOIN devices d ON d.run_id = g.run_id AND d.gpu_index = g.gpu_index
     """,
     # Published figures imported with `import-reference`, labelled with where they come from.
     "reference": """

@@ -82,6 +82,19 @@ RUNS = Table(
     key="run_id",
 )
 
+#: A GPU's error counters (``schemas.GpuCounters``), each stored as read before and after the run.
+COUNTERS = (
+    ("ecc_corrected_volatile", "BIGINT"), ("ecc_uncorrected_volatile", "BIGINT"),
+    ("ecc_corrected_aggregate", "BIGINT"), ("ecc_uncorrected_aggregate", "BIGINT"),
+    ("retired_pages_single_bit", "BIGINT"), ("retired_pages_double_bit", "BIGINT"),
+    ("retired_pages_pending", "BOOLEAN"),
+    ("remapped_rows_correctable", "BIGINT"), ("remapped_rows_uncorrectable", "BIGINT"),
+    ("remapped_rows_pending", "BOOLEAN"), ("remapped_rows_failed", "BOOLEAN"), ("pcie_replays", "BIGINT"),
+    ("nvlink_links", "INTEGER"), ("nvlink_links_down", "INTEGER"), ("nvlink_crc_errors", "BIGINT"),
+    ("nvlink_replay_errors", "BIGINT"), ("nvlink_recovery_errors", "BIGINT"), ("power_violation_s", "DOUBLE"),
+    ("energy_j", "DOUBLE"),
+)  # fmt: skip
+
 GPUS = Table(
     "gpus",
     (
@@ -106,6 +119,12 @@ GPUS = Table(
         _c("temperature_start_c", "INTEGER"),
         _c("temperature_end_c", "INTEGER"),
         _c("throttle_reasons_seen", "VARCHAR[]"),
+        *(
+            _c(f"{name}_{when}", sql, f"counters_{when}", name)
+            for when in ("before", "after")
+            for name, sql in COUNTERS
+        ),
+        _c("xid_events", "JSON"),
     ),
     array="gpus",
 )

@@ -1,7 +1,17 @@
 """The wire contract shared by the flopfleet agent and collector (schema version 1)."""
 
 from .api import RunAccepted, RunsPage, RunSummary
-from .environment import Gpu, GpuSamples, Host, Machine, Software, StateSummary, ThrottleReason
+from .environment import (
+    Gpu,
+    GpuCounters,
+    GpuSamples,
+    Host,
+    Machine,
+    Software,
+    StateSummary,
+    ThrottleReason,
+    XidEvent,
+)
 from .errors import ErrorBody, ErrorDetail, ErrorInfo
 from .gpu_specs import GPU_SPECS, GpuSpec, match_spec, pcie_peak_gbps
 from .jsonschema import run_json_schema
@@ -53,6 +63,7 @@ __all__ = [
     "ErrorInfo",
     "Flag",
     "Gpu",
+    "GpuCounters",
     "GpuSamples",
     "GpuSpec",
     "Host",
@@ -82,6 +93,7 @@ __all__ = [
     "TransferMetrics",
     "TransferParams",
     "TransferResult",
+    "XidEvent",
     "match_spec",
     "pcie_peak_gbps",
     "run_json_schema",

@@ -46,6 +46,38 @@ class Software(WireModel):
     driver: Label | None = None
 
 
+class GpuCounters(WireModel):
+    """A GPU's error and event counters at one moment (NVML). None: not supported on this GPU or not readable, never
+    0 (retired pages on GPUs that remap rows instead, NVLink on a PCIe card)."""
+
+    ecc_corrected_volatile: Count | None = None
+    ecc_uncorrected_volatile: Count | None = None
+    ecc_corrected_aggregate: Count | None = None
+    ecc_uncorrected_aggregate: Count | None = None
+    retired_pages_single_bit: Count | None = None
+    retired_pages_double_bit: Count | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_correctable: Count | None = None
+    remapped_rows_uncorrectable: Count | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failed: bool | None = None
+    pcie_replays: Count | None = None
+    nvlink_links: Count | None = None  # links NVML reports for the GPU
+    nvlink_links_down: Count | None = None  # of them, not up
+    nvlink_crc_errors: Count | None = None  # summed over the links (flit and data CRC)
+    nvlink_replay_errors: Count | None = None
+    nvlink_recovery_errors: Count | None = None
+    power_violation_s: Seconds | None = None  # time held below the clocks asked for by the power limit
+    energy_j: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None  # since the driver loaded
+
+
+class XidEvent(WireModel):
+    """An XID error the driver reported for the GPU during the run (``t_s`` from the run's start)."""
+
+    xid: Annotated[int, Field(ge=0, le=1_000_000)]
+    t_s: Seconds
+
+
 class Gpu(WireModel):
     """One GPU as the agent found it: torch properties always, NVML facts where NVML answers."""
 
@@ -76,6 +108,9 @@ class Gpu(WireModel):
     temperature_start_c: Celsius | None = None
     temperature_end_c: Celsius | None = None
     throttle_reasons_seen: tuple[ThrottleReason, ...] = Field(default=(), max_length=16)
+    counters_before: GpuCounters | None = None  # read as the run started
+    counters_after: GpuCounters | None = None  # read as it ended
+    xid_events: tuple[XidEvent, ...] | None = Field(default=None, max_length=64)  # None: not watched (unsupported)
 
 
 #: The most NVML readings one run carries.

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
+from schemas import GpuCounters
 from schemas.labels import describe, headline
 
 from .. import views
@@ -111,7 +112,7 @@ def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
             "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" if t else "",
             "notes": ", ".join(r.flags) + (f" {r.reason}" if r.reason else ""),
         })  # fmt: skip
-    return _page("run.html", run=run, results=results)
+    return _page("run.html", run=run, results=results, counter_names=list(GpuCounters.model_fields))
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -146,7 +146,14 @@ class Reads:
 
     def gpu_history(self, device: str) -> list[dict[str, Any]]:
         """Every run of one GPU, newest first, with its key figures."""
-        return self._dicts("SELECT * FROM device_runs WHERE device_id = ? ORDER BY started_at DESC", [device])
+        return self._dicts(
+            """SELECT h.*, c.ecc_uncorrected_aggregate_after AS ecc_uncorrected, c.remapped_rows_uncorrectable_after
+                      AS remapped_uncorrectable, c.pcie_replays_during AS pcie_replays, c.xid_count
+               FROM (SELECT * FROM device_runs WHERE device_id = ?) h
+               LEFT JOIN gpu_counters c ON c.run_id = h.run_id AND c.gpu_index IS NOT DISTINCT FROM h.gpu_index
+               ORDER BY h.started_at DESC""",
+            [device],
+        )
 
     def version_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
         """(model, figure, torch, cuda, driver, first seen, [each device's latest value]) per software version."""

@@ -113,3 +113,26 @@ def test_the_cuda_target_answers_every_device_operation_and_is_rebuilt_from_its_
     expected = "bf16" if target.capability is not None and target.capability >= (8, 0) else None
     assert target.autocast_dtype() == expected and target.supports("fp16")
     assert isinstance(target.timer(), CudaTimer) and isinstance(target.clock(), CudaEventClock)
+
+
+def test_error_counters_are_read_before_and_after_and_unsupported_ones_are_unknown(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from tests.conftest import agent_cli
+
+    out = tmp_path / "run.json"
+    done = agent_cli("run", "--suite", "quick", "--device", "cuda", "--only", "matmul", "-q", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    (card, *_) = json.loads(out.read_text())["gpus"]
+    before, after = card["counters_before"], card["counters_after"]
+    assert before is not None and after is not None
+    known = {k for k, v in after.items() if v is not None}
+    assert {"pcie_replays", "energy_j"} <= known  # answered on every NVIDIA data-center GPU
+    assert after["energy_j"] > before["energy_j"]  # the run used energy
+    if card.get("ecc_enabled"):
+        assert after["ecc_uncorrected_aggregate"] is not None
+    assert all(after[k] >= before[k] for k in known if isinstance(after[k], int | float) and before[k] is not None
+               and not isinstance(after[k], bool))  # fmt: skip
+    assert card["xid_events"] is None or isinstance(card["xid_events"], list)
+    print(json.dumps({"ecc_enabled": card.get("ecc_enabled"), "before": before, "after": after,
+                      "xid_events": card["xid_events"]}, indent=1))  # fmt: skip

@@ -102,11 +102,13 @@ def test_public_names_are_pinned() -> None:
         [
             "ACCEPTED_SCHEMA_VERSIONS", "GPU_SPECS", "RESULT_KINDS", "SCHEMA_VERSION", "BandwidthMetrics",
             "BandwidthParams", "BandwidthResult", "CollectiveMetrics", "CollectiveParams", "CollectiveResult", "Dtype",
-            "ErrorBody", "ErrorDetail", "ErrorInfo", "Flag", "Gpu", "GpuSamples", "GpuSpec", "Host", "LayerMetrics",
+            "ErrorBody", "ErrorDetail", "ErrorInfo", "Flag", "Gpu", "GpuCounters", "GpuSamples", "GpuSpec", "Host",
+            "LayerMetrics",
             "LayerParams", "LayerResult", "Machine", "MamfMetrics", "MamfParams", "MamfResult", "MatmulMetrics",
             "MatmulParams", "MatmulResult", "Result", "RunAccepted", "RunSubmission", "RunSummary", "RunsPage",
             "Software", "StateSummary", "Status", "ThrottleReason", "TimingStats", "TrainingMetrics",
-            "TrainingParams", "TrainingResult", "TransferMetrics", "TransferParams", "TransferResult", "match_spec",
+            "TrainingParams", "TrainingResult", "TransferMetrics", "TransferParams", "TransferResult", "XidEvent",
+            "match_spec",
             "pcie_peak_gbps", "run_json_schema",
         ]
     )  # fmt: skip
