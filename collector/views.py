@@ -186,6 +186,18 @@ def compare_cards(reads: Reads, chosen: list[str]) -> CompareView:
     return CompareView(choices, chosen, cmp, None, charts(reads, cmp, ("matmul",)) if measured else None)
 
 
+@dataclass(frozen=True)
+class FleetMetrics:
+    """What ``/metrics`` says of each GPU: its verdict (with its latest figures) and its latest error counters."""
+
+    verdicts: list[Verdict]
+    counters: list[dict[str, Any]]
+
+
+def fleet_metrics(reads: Reads) -> FleetMetrics:
+    return FleetMetrics(fleet_health(reads), reads.latest_counters())
+
+
 def multi_gpu_machines(reads: Reads) -> list[MultiGpuMachine]:
     """Machines with several GPUs: links, all-reduce bus bandwidth, data-parallel scaling (latest runs)."""
     return machines.multi_gpu_machines(reads.machines())

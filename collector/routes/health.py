@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from .. import views
 from ..auth import Reader
+from ..errors import CollectorError
+from ..render.prometheus import exposition
 from ..store import Store
 from .deps import LiveStoreDep, MetricsDep
 
@@ -45,4 +50,10 @@ def readyz(request: Request, store: LiveStoreDep) -> JSONResponse:
 
 @router.get("/metrics", response_class=Response)
 def metrics(_: Reader, store: LiveStoreDep, registry: MetricsDep) -> Response:
-    return Response(registry.render(store), media_type=CONTENT_TYPE_LATEST)
+    """The collector's own metrics, then each GPU's (figures, verdict, error counters: ``render.prometheus``), read
+    from the summaries as they are (a scrape never waits on the writer; none while storage has failed)."""
+    body = registry.render(store)
+    if store.failure is None:
+        with suppress(CollectorError):
+            body += exposition(views.fleet_metrics(store.reads()))
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

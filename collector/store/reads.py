@@ -165,6 +165,18 @@ class Reads:
             [figures, *([model] if model else [])],
         )
 
+    def latest_counters(self) -> list[dict[str, Any]]:
+        """Each agent-measured GPU's error counters as its latest run ended, with the XIDs seen in that run."""
+        from ..tables import COUNTERS
+
+        columns = ", ".join(f"g.{name}_after AS {name}" for name, _ in COUNTERS)
+        return self._dicts(
+            f"""SELECT d.device_id, d.gpu_model, d.card, d.hostname, {columns},
+                       CAST(json_array_length(g.xid_events) AS INTEGER) AS xid_count
+                FROM device_latest d JOIN gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
+                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL"""
+        )
+
     # -- multi-GPU machines ------------------------------------------------------------------------------------
 
     def machines(self) -> list[dict[str, Any]]:

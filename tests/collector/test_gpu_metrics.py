@@ -1,0 +1,71 @@
+"""Per-GPU Prometheus metrics from a real collector, linted by promtool; the alert rules checked and unit-tested by
+promtool; the Grafana dashboard asks only for metrics the collector exports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import httpx
+import pytest
+
+from tests.collector.conftest import SXM
+from tests.conftest import ROOT
+from tests.servers import Collector
+
+DEPLOY = ROOT / "deploy"
+PROMTOOL = shutil.which("promtool")
+#: CI installs Debian's prometheus and sets FLOPFLEET_PROMTOOL_TESTS=required, so a missing promtool fails there.
+REQUIRED = os.environ.get("FLOPFLEET_PROMTOOL_TESTS") == "required"
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None and not REQUIRED, reason="promtool missing: `apt-get install prometheus` (.ci/run installs it)"
+)
+
+
+def _metrics(site: Collector) -> str:
+    return httpx.get(f"{site.url}/metrics", timeout=30).text
+
+
+def test_each_gpu_has_its_figures_verdict_and_counters(site: Collector) -> None:
+    text = _metrics(site)
+    verdicts = re.findall(r"^flopfleet_gpu_verdict\{(.*)\} 1\.0$", text, flags=re.M)
+    assert len(verdicts) == 10  # the fixture's ten GPUs, one current verdict each
+    slow = sorted(v for v in verdicts if 'verdict="slow"' in v)
+    # h9 at a 500 W limit; a0, the one A100 left on the old torch while its peers were upgraded and got faster
+    assert [re.search(r'host="(\w+)"', v).group(1) for v in slow] == ["a0", "h9"]  # type: ignore[union-attr]
+    assert f'card="{SXM.replace("700", "500")}"' in slow[1]
+    bf16 = re.search(r'^flopfleet_gpu_figure\{(?=[^}]*host="h1")(?=[^}]*figure="matmul_bf16")[^}]*\} (\S+)$', text,
+                     flags=re.M)  # fmt: skip
+    assert bf16 is not None and float(bf16.group(1)) == 720.0
+    assert 'unit="TFLOPS"' in text and "flopfleet_gpu_last_run_timestamp_seconds{" in text
+
+
+@needs_promtool
+def test_promtool_accepts_the_real_metrics(site: Collector) -> None:
+    assert PROMTOOL is not None, "promtool is required here (FLOPFLEET_PROMTOOL_TESTS=required)"
+    done = subprocess.run([PROMTOOL, "check", "metrics"], input=_metrics(site), capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_alert_rules_are_valid_and_fire_on_what_they_are_about() -> None:
+    assert PROMTOOL is not None, "promtool is required here (FLOPFLEET_PROMTOOL_TESTS=required)"
+    rules = DEPLOY / "prometheus" / "flopfleet-rules.yml"
+    checked = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run([PROMTOOL, "test", "rules", "flopfleet-rules.test.yml"], cwd=rules.parent,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_the_dashboard_and_rules_ask_only_for_exported_metrics(site: Collector) -> None:
+    exported = set(re.findall(r"^# TYPE (\S+) ", _metrics(site), flags=re.M))
+    dashboard = json.loads((DEPLOY / "grafana" / "flopfleet-dashboard.json").read_text(encoding="utf-8"))
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries += re.findall(r"expr: (.+)", (DEPLOY / "prometheus" / "flopfleet-rules.yml").read_text(encoding="utf-8"))
+    asked = {name for q in queries for name in re.findall(r"\b(flopfleet_[a-z_]+)", q)}
+    assert asked and asked <= exported, asked - exported
