@@ -15,7 +15,7 @@ from contextlib import suppress
 from functools import partial
 from typing import Any
 
-from schemas import GpuCounters, XidEvent
+from schemas import Gpu, GpuCounters, XidEvent
 
 #: XID events kept per run and GPU (a storm of the same error says no more after the first few).
 MAX_XIDS = 64
@@ -158,3 +158,39 @@ class XidWatch:
                 index = self._indices.get(uuid)
                 if index is not None and len(self.events[index]) < MAX_XIDS:
                     self.events[index].append(XidEvent(xid=int(data.eventData), t_s=time.monotonic() - self._started))
+
+
+#: Counters whose rise during a run is worth a line in the agent's summary (the collector judges them too).
+RISING = (
+    ("ecc_uncorrected_volatile", "uncorrectable ECC errors"),
+    ("ecc_corrected_volatile", "corrected ECC errors"),
+    ("remapped_rows_uncorrectable", "rows remapped for uncorrectable errors"),
+    ("pcie_replays", "PCIe replays"),
+    ("nvlink_crc_errors", "NVLink CRC errors"),
+    ("nvlink_replay_errors", "NVLink replays"),
+    ("nvlink_recovery_errors", "NVLink recoveries"),
+)
+
+
+def alarms(gpu: Gpu) -> list[str]:
+    """What the GPU's counters say went wrong around the run, one line each (empty when nothing did)."""
+    before, after = gpu.counters_before, gpu.counters_after
+    lines = []
+    if before is not None and after is not None:
+        for name, label in RISING:
+            was, now = getattr(before, name), getattr(after, name)
+            if was is not None and now is not None and now > was:
+                lines.append(f"{label} +{now - was} during the run ({was} → {now})")
+    if after is not None:
+        if after.remapped_rows_failed:
+            lines.append("a row remap failed (the GPU could not replace a faulty memory row)")
+        if after.remapped_rows_pending:
+            lines.append("a row remap is pending (takes effect at the next GPU reset)")
+        if after.retired_pages_pending:
+            lines.append("a page retirement is pending (takes effect at the next GPU reset)")
+        if after.nvlink_links_down:
+            lines.append(f"{after.nvlink_links_down} of {after.nvlink_links} NVLink links down")
+    if gpu.xid_events:
+        codes = ", ".join(str(x) for x in dict.fromkeys(e.xid for e in gpu.xid_events))
+        lines.append(f"{len(gpu.xid_events)} XID event(s) during the run: XID {codes}")
+    return lines

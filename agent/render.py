@@ -17,6 +17,7 @@ from schemas.labels import describe, headline, human_bytes
 from schemas.terminal import literal
 
 from .benchmarks import AnyBenchmark
+from .counters import alarms
 from .suites import Suite
 from .upload import Delivery
 
@@ -111,8 +112,11 @@ def summary_table(run: RunSubmission) -> Table:
 
 
 def problems(run: RunSubmission) -> list[Text]:
-    """One line per distinct reason a result was not ok, and per flag raised."""
+    """One line per distinct reason a result was not ok, per flag raised, and per error counter that moved."""
     lines: dict[str, int] = defaultdict(int)
+    for gpu in run.gpus:
+        for alarm in alarms(gpu):
+            lines[f"GPU {gpu.index}: {alarm}"] += 1
     for r in run.results:
         if r.status != "ok":
             lines[f"{r.name}: {r.status}: {r.reason}"] += 1

@@ -102,3 +102,22 @@ def test_names_reasons_and_machine_facts_are_printed_literally() -> None:
     assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
     assert shown.count("[/] [link=http://x]x[/link] \\e]0;owned\\x07\\e[31m\\r") == 3  # hostname, GPU, reason
     assert "matmul: error: [/] [link=http://x]" in shown
+
+
+def test_the_summary_names_each_error_counter_that_moved_and_stays_quiet_otherwise() -> None:
+    from agent import render
+    from tests.factories import gpu, make_run, matmul
+
+    before = {"ecc_uncorrected_volatile": 0, "pcie_replays": 7, "remapped_rows_failed": False, "nvlink_links": 18,
+              "nvlink_links_down": 0}  # fmt: skip
+    after = {**before, "ecc_uncorrected_volatile": 2, "remapped_rows_failed": True, "nvlink_links_down": 1}
+    broken = gpu(counters_before=before, counters_after=after, xid_events=[{"xid": 79, "t_s": 1.0}] * 2)
+    quiet = gpu(index=1, counters_before=before, counters_after=before, xid_events=[])
+    unknown = gpu(index=2)  # NVML said nothing: no counters, nothing to say
+    lines = [str(t) for t in render.problems(make_run([matmul(64, "fp32", 1.0)], gpus=[broken, quiet, unknown]))]
+    assert lines == [
+        "GPU 0: uncorrectable ECC errors +2 during the run (0 → 2)",
+        "GPU 0: a row remap failed (the GPU could not replace a faulty memory row)",
+        "GPU 0: 1 of 18 NVLink links down",
+        "GPU 0: 2 XID event(s) during the run: XID 79",
+    ]
