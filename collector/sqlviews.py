@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .tables import COUNTERS
+
 #: The GPU model as compared: its name and memory size (an 80 GB part is not a 40 GB one).
 MODEL = "g.name || ' ' || CAST(round(g.memory_bytes / 1073741824.0) AS INTEGER) || ' GiB'"
 #: A card column: the model and its power limit, so a 350 W part is never averaged with a 700 W one. CPU runs are
@@ -26,8 +28,6 @@ def devices_sql(runs: str = "runs", gpus: str = "gpus") -> str:
 
 def _counters_sql() -> str:
     """Each counter before and after the run; for counts, what the run added (``_during``)."""
-    from .tables import COUNTERS
-
     out = []
     for name, sql in COUNTERS:
         out += [f"g.{name}_before", f"g.{name}_after"]

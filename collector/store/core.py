@@ -5,12 +5,12 @@ writer thread that commits the runs waiting at that moment together (group commi
 in every commit, none is split across two, and DuckDB's per-statement and per-commit costs are paid once per
 group instead of once per run. The rows are flattened inside DuckDB from the run's JSON (``tables.insert_sql``).
 
-The figures derived from a run's results (``figures``) follow its commit by a moment: the writer computes them for
-every result appended since it last did, after a few commits or as soon as it is idle or a reader asks
-(``settle``, which pages, reports and SQL wait on), so one statement's fixed cost is paid per several commits.
-Every raw row carries its commit's ``commit_seq``, so "stored since" is a range that DuckDB's zone maps find without
-reading older rows; after a crash, the runs left without figures
-get them when the collector starts again.
+The figures derived from a run's results (``figures``) and the summaries pages read (``aggregates``) follow its
+commit by a moment: a refresher thread beside the writer computes them for every run committed since it last did,
+after a few commits or as soon as the writer is idle or a reader asks (``settle``, which pages, reports and SQL
+wait on), so one refresh's fixed cost is paid per several commits and commits go on meanwhile. Every raw row
+carries its commit's ``commit_seq``, so "stored since" is a range that DuckDB's zone maps find without reading
+older rows; after a crash, the runs left without summaries get them when the collector starts again.
 
 A storage failure is an answer, not a hang. When a write fails (a full disk, an unwritable folder), the run is
 answered 503 (the agent keeps it and sends it again) and the store is ``failed``: posts and reads are answered 503

@@ -11,6 +11,8 @@ from typing import Any
 
 import duckdb
 
+from ..tables import COUNTERS
+
 Row = tuple[Any, ...]
 
 
@@ -167,8 +169,6 @@ class Reads:
 
     def latest_counters(self) -> list[dict[str, Any]]:
         """Each agent-measured GPU's error counters as its latest run ended, with the XIDs seen in that run."""
-        from ..tables import COUNTERS
-
         columns = ", ".join(f"g.{name}_after AS {name}" for name, _ in COUNTERS)
         return self._dicts(
             f"""SELECT d.device_id, d.gpu_model, d.card, d.hostname, {columns},
