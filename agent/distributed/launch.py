@@ -43,6 +43,9 @@ GRACE_S = 5.0  # after one rank fails, how long the others get to notice and lea
 #: to the rendezvous store can be reset ("DistNetworkError: Connection reset by peer": seen in CI with 4 gloo ranks
 #: on 2 cores, and in 3 of 10 starts with two busy loops beside them), which says nothing about the cases.
 START_ATTEMPTS = 3
+#: How long a group may take to start (interpreters, torch's import, the rendezvous) before it counts as hung: the
+#: case timeout is about a case, and on a loaded 2-core machine two ranks' start alone took over 4 s (CI).
+START_TIMEOUT_S = 180.0
 POLL_S = 0.05
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +77,12 @@ class Task:
     kind: WorkerKind
     cases: tuple[dict[str, Any], ...]
     policy: GroupPolicy
-    timeout_s: float = 300.0  # one case (or the group's start) making no progress for this long is a hang
+    timeout_s: float = 300.0  # one case making no progress for this long is a hang
+
+    @property
+    def start_timeout_s(self) -> float:
+        """The group's start gets its own allowance, never less than a case's."""
+        return max(self.timeout_s, START_TIMEOUT_S)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -217,9 +225,12 @@ class _GroupRun:
         failed_at: float | None = None
         try:
             while True:
+                was_started = self.started
                 for record in self._read():
                     progress = time.monotonic()
                     yield record
+                if self.started and not was_started:
+                    progress = time.monotonic()  # the first case's clock starts once every rank has joined
                 codes = [p.poll() for p in self._procs]
                 if all(c is not None for c in codes):
                     break
@@ -228,7 +239,7 @@ class _GroupRun:
                     failed_at = now
                 if failed_at is not None and now - failed_at > GRACE_S:
                     break
-                if now - progress > self.task.timeout_s:
+                if now - progress > (self.task.timeout_s if self.started else self.task.start_timeout_s):
                     self.timed_out = True
                     break
                 time.sleep(POLL_S)
@@ -292,6 +303,12 @@ class _GroupRun:
             ]
             who = f"rank {rank}" if len(same) == 1 else f"ranks {', '.join(map(str, same))}"
             return Record(index=index, status=raw["status"], reason=f"{who}: {raw['reason']}")
+        if self.timed_out and not self.started:
+            return Record(
+                index=index,
+                status="error",
+                reason=f"the worker group did not start within {self.task.start_timeout_s:.0f} s; it was stopped",
+            )
         if self.timed_out:
             return Record(
                 index=index,

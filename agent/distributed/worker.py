@@ -26,10 +26,10 @@ from .rank import Rank
 def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
     task = Task.from_json((workdir / "task.json").read_text(encoding="utf-8"))
+    run_case = rank_code(task.kind)  # imported before the group starts: its import is part of the start
     rank = _join(task)
     records = workdir / "records.jsonl"
     _append(records, {"ready": rank.rank})  # every rank: the group has started once all of them joined
-    run_case = rank_code(task.kind)
     for index, case in enumerate(task.cases):
         t0 = time.perf_counter()
         try:
@@ -52,7 +52,23 @@ def _join(task: Task) -> Rank:
     index = int(where) if where else None
     device = device_of(kind)
     device.select(index)
-    kwargs: dict[str, Any] = {"backend": backend, "timeout": timedelta(seconds=task.timeout_s)}
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    # The rendezvous waits as long as the launcher lets a start take (a slow rank's import is no hang); the
+    # collectives then fail after the case timeout.
+    store = dist.TCPStore(  # type: ignore[attr-defined]  # exported at run time, not in the stubs
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world_size,
+        is_master=rank == 0,
+        timeout=timedelta(seconds=task.start_timeout_s),
+    )
+    kwargs: dict[str, Any] = {
+        "backend": backend,
+        "store": store,
+        "rank": rank,
+        "world_size": world_size,
+        "timeout": timedelta(seconds=task.timeout_s),
+    }
     if device.is_gpu:
         kwargs["device_id"] = device.torch_device(index)  # binds the communicator to this GPU at once (no lazy init)
     dist.init_process_group(**kwargs)
