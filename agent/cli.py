@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
 from rich.text import Text
 
+from schemas import Gpu
 from schemas.terminal import literal
+from schemas.verdicts import EXIT_CODES, Level
 
 from . import __version__, render
 from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
@@ -84,7 +87,7 @@ def info(
 
 @app.command("list")
 def list_benchmarks(
-    suite: Annotated[str, typer.Option(help="quick, standard or full")] = "standard",
+    suite: Annotated[str, typer.Option(help="quick, standard, full or health")] = "standard",
     device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
 ) -> None:
     """List every benchmark in a suite with its cases (the names --only and --skip take)."""
@@ -102,7 +105,7 @@ def list_benchmarks(
 
 @app.command()
 def run(
-    suite: Annotated[str, typer.Option(help="quick, standard or full")] = "quick",
+    suite: Annotated[str, typer.Option(help="quick, standard, full or health")] = "quick",
     device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
     gpus: Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
     collector: CollectorOpt = None,
@@ -194,6 +197,83 @@ def run(
         (out if delivered else err).print(render.delivery_line(delivery))
         if not delivered:
             raise typer.Exit(EXIT_KEPT if delivery.status == "spooled" else EXIT_FAILED)
+
+
+@app.command()
+def check(
+    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
+    collector: CollectorOpt = None,
+    token: TokenOpt = None,
+    spool_dir: SpoolOpt = None,
+    from_collector: Annotated[
+        bool, typer.Option("--from-collector", help="Measure nothing: read this machine's latest verdicts.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdicts as JSON, for programs.")] = False,
+    suite: Annotated[str, typer.Option(help="The profile measured [default: health].")] = "health",
+    remeasure: Annotated[
+        bool, typer.Option(help="Measure a figure that failed once again before giving the verdict.")
+    ] = True,
+    tag: Annotated[list[str] | None, typer.Option(help="key=value label stored with the run; repeatable.")] = None,
+    case_timeout: Annotated[
+        float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
+    ] = None,
+) -> None:
+    """A preflight for job prologs and health checks: one line per GPU, and the exit code to act on.
+
+    Exits 0 OK, 1 WARNING (a figure failed once and was not confirmed), 2 CRITICAL (confirmed slow, or an error
+    counter says the GPU is faulty), 3 UNKNOWN (nothing to compare with, or the check itself failed). With a
+    collector the run is posted and the collector judges it against the fleet; without one, against this
+    machine's other GPUs and the model's bundled floor.
+    """
+    import json
+
+    from .check import CheckConfig
+    from .check import check as run_check
+    from .session import execute
+    from .upload import new_client
+
+    try:
+        config = CheckConfig(
+            run=RunConfig(
+                suite=suite,
+                device=device or _default_device(),
+                gpus=parse_gpus(gpus),
+                tags={"check": "profile", **parse_tags(tag or [])},
+                upload=replace(_upload_config(collector, token, spool_dir), retries=1),
+                case_timeout_s=case_timeout,
+            ),
+            from_collector=from_collector,
+            remeasure=remeasure,
+        )
+
+        def machine_gpus() -> tuple[Gpu, ...]:
+            from .machine import describe_machine
+
+            return describe_machine(config.run.device).gpus
+
+        with new_client() as client:
+            outcome = run_check(config, client, execute, machine_gpus)
+    except AgentError as exc:  # the check could not say: UNKNOWN, as a monitoring plugin does
+        err.print(Text.assemble(("error", "red"), ": ", literal(exc)))
+        raise typer.Exit(EXIT_CODES[Level.unknown]) from None
+    if as_json:
+        body = {
+            "level": outcome.level.value,
+            "exit_code": outcome.exit_code,
+            "verdicts": [v.model_dump(mode="json") for v in outcome.verdicts],
+            "notes": list(outcome.notes),
+            "runs": [str(r.run_id) for r in outcome.runs],
+        }
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+    else:
+        for line in render.verdict_lines(outcome.verdicts):
+            out.print(line, soft_wrap=True)  # one line per GPU, as a prolog's log keeps it
+        for delivery in outcome.deliveries:
+            err.print(render.delivery_line(delivery))
+        for note in outcome.notes:
+            err.print(Text.assemble(("note", "yellow"), ": ", literal(note)))
+    raise typer.Exit(outcome.exit_code)
 
 
 @app.command()

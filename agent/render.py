@@ -14,7 +14,8 @@ from rich.text import Text
 
 from schemas import Gpu, Machine, Result, RunSubmission
 from schemas.labels import describe, headline, human_bytes
-from schemas.terminal import literal
+from schemas.terminal import LEVEL_STYLE, literal
+from schemas.verdicts import FigureVerdict, GpuVerdict, Level
 
 from .benchmarks import AnyBenchmark
 from .counters import alarms
@@ -146,3 +147,39 @@ def delivery_line(delivery: Delivery) -> Text:
     if delivery.path is None:
         return literal(f"run {delivery.run_id}: not sent and not kept: {delivery.detail}", "bold red")
     return literal(f"run {delivery.run_id}: not sent: {delivery.detail}; kept at {delivery.path}")
+
+
+def verdict_lines(verdicts: Sequence[GpuVerdict]) -> list[Text]:
+    """One line per GPU, as a prolog's log shows it: index, UUID, model, level (as Nagios words it), each figure
+    against its references, and why."""
+    lines = []
+    for v in verdicts:
+        where = f"GPU {v.gpu_index}" if v.gpu_index is not None else "machine"
+        word = NAGIOS[v.level]
+        figures = "; ".join(_figure_text(f) for f in v.figures)
+        name = " ".join(part for part in (where, v.uuid, v.gpu_model) if part)
+        head = Text.assemble(literal(f"{name}: "), literal(f"{word} ({v.level.value})", LEVEL_STYLE[v.level.value]))
+        if figures:
+            head.append_text(literal(f" · {figures}"))
+        if v.reasons:
+            head.append_text(literal(" · " + "; ".join(v.reasons)))
+        head.append_text(literal(f" [judged by the {v.judged_by}]", "dim"))
+        lines.append(head)
+    return lines
+
+
+def _figure_text(f: FigureVerdict) -> str:
+    parts = []
+    if f.peers:
+        parts.append(f"{f.value / f.peers:.2f}× peers")
+    if f.history:
+        parts.append(f"{f.value / f.history:.2f}× own")
+    if f.floor:
+        parts.append(f"floor {f.floor:,.0f}")
+    refs = f" ({', '.join(parts)})" if parts else ""
+    return f"{f.figure} {f.value:,.0f} {f.unit}{refs}"
+
+
+#: The words a Nagios-style consumer expects beside each exit code.
+NAGIOS = {Level.ok: "OK", Level.suspect: "WARNING", Level.slow: "CRITICAL", Level.faulty: "CRITICAL",
+          Level.unknown: "UNKNOWN"}  # fmt: skip

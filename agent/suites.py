@@ -3,7 +3,7 @@
 ``quick`` is CPU-friendly and touches every family with tiny shapes (tests and the CPU demo use it);
 ``standard`` is the transformers-benchmarks set plus fp8, transfers, training steps and, on machines with
 several GPUs, collectives and data-parallel training; ``full`` adds the search for the maximum achievable
-matmul FLOPS.
+matmul FLOPS; ``health`` is the few full-size figures the verdicts use (``flopfleet-agent check``), in seconds.
 """
 
 from __future__ import annotations
@@ -140,7 +140,25 @@ FULL = Suite(
     },
 )
 
-SUITES: dict[str, Suite] = {s.name: s for s in (QUICK, STANDARD, FULL)}
+HEALTH = Suite(
+    name="health",
+    description="the figures the verdicts use, at full size: sustained bf16 matmul, HBM bandwidth, pinned "
+    "host<->device transfers, one BERT-large layer fwd+bwd, all-reduce where there are several GPUs",
+    # A longer warm-up than the standard suite's, so the matmul is measured at the clocks the GPU sustains under
+    # load (the standard window can start at boost); windows of 0.2-0.4 s keep the whole profile in seconds.
+    policy=TimingPolicy(warmup_s=0.3, min_warmup=2, min_repeats=5, max_repeats=200, min_time_s=0.2, max_time_s=0.4),
+    grids={
+        "matmul": MatmulGrid(sizes=(8192,), dtypes=("bf16",)),
+        "bandwidth": BandwidthGrid(scale=(1 << 28,), copy=(1 << 28,)),  # 1 GiB per array: far past any cache
+        "transfer": TransferGrid(sizes=(256 * MiB,), pinned=(True,)),
+        "layer_bert": LayerGrid(
+            model="bert-large", seq_lens=(512,), batches=(64,), dtypes=("fp16",), modes=("fwd+bwd",)
+        ),
+        "collective": CollectiveGrid(sizes=(256 * MiB,), ops=("all_reduce",)),
+    },
+)
+
+SUITES: dict[str, Suite] = {s.name: s for s in (QUICK, STANDARD, FULL, HEALTH)}
 
 
 def suite(name: str) -> Suite:

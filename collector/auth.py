@@ -38,7 +38,7 @@ def _bearer(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def _token_name(request: Request, what: str, scope: str) -> str:
+def _token_name(request: Request, what: str, scope: str, *also: str) -> str:
     tokens: TokenStore = request.app.state.tokens
     token = _bearer(request)
     if token is None:
@@ -49,8 +49,9 @@ def _token_name(request: Request, what: str, scope: str) -> str:
     record = tokens.lookup(token)
     if record is None:
         raise Unauthorized("the token is not valid: unknown or revoked")
-    if scope not in record.scopes:
-        raise Forbidden(f"{what} need scope {scope!r}; this token has {', '.join(record.scopes)}")
+    if scope not in record.scopes and not set(also) & set(record.scopes):
+        wanted = " or ".join(map(repr, (scope, *also)))
+        raise Forbidden(f"{what} need scope {wanted}; this token has {', '.join(record.scopes)}")
     return record.name
 
 
@@ -66,6 +67,14 @@ async def require_reader(request: Request) -> str | None:
     return _token_name(request, "reads on this collector", "read")
 
 
+async def require_verdict_reader(request: Request) -> str | None:
+    """Verdicts are read by agents (``check``), whose token writes: read or write scope will do."""
+    settings: Settings = request.app.state.settings
+    if not reads_need_token(settings):
+        return None
+    return _token_name(request, "verdicts on this collector", "read", "write")
+
+
 async def require_admin(request: Request) -> str:
     """Snapshots hand out the whole database: a token with the admin scope, whatever the read access."""
     return _token_name(request, "snapshots", "admin")
@@ -74,3 +83,4 @@ async def require_admin(request: Request) -> str:
 Writer = Annotated[str, Depends(require_writer)]
 Reader = Annotated[str | None, Depends(require_reader)]
 Admin = Annotated[str, Depends(require_admin)]
+VerdictReader = Annotated[str | None, Depends(require_verdict_reader)]

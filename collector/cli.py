@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from schemas.terminal import literal
+from schemas.terminal import LEVEL_STYLE, literal
 
 from . import __version__
 from .errors import CollectorError
@@ -191,27 +191,23 @@ def health(
     db: DbOpt = Path("flopfleet.duckdb"),
     fmt: Annotated[HealthFormat, typer.Option("--format", help="A table or JSON.")] = HealthFormat.table,
 ) -> None:
-    """Every GPU against its model's other GPUs and its datasheet: ok, or slow by how much and why."""
-    import json
-
+    """Every GPU against its model's other GPUs, its own history and its model's floor: ok, suspect, slow or
+    faulty, and why."""
     from rich.table import Table
 
+    from .health import wire
     from .views import fleet_health
 
     with settings_for(db).open_store(read_only=True) as store:
         verdicts = fleet_health(store.reads())
     if fmt is HealthFormat.json:
-        rows = [{"gpu": v.device, "card": v.card, "host": v.hostname, "run_id": v.run_id, "verdict": v.verdict,
-                 "slow_by": v.slow_by, "causes": v.causes,
-                 "figures": {k: {"value": f.value, "peers": f.peers, "peak_fraction": f.peak_fraction}
-                             for k, f in v.figures.items()}} for v in verdicts]  # fmt: skip
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        sys.stdout.write("[" + ",\n".join(wire(v).model_dump_json() for v in verdicts) + "]\n")
         return
-    table = Table("GPU", "card", "host", "verdict", "likely cause / notes", header_style="bold")
+    table = Table("GPU", "card", "host", "verdict", "why / likely cause", header_style="bold")
     for v in verdicts:
-        style = "red" if v.verdict == "slow" else "green" if v.verdict == "ok" else ""
-        table.add_row(literal(v.device), literal(v.card), literal(v.hostname), literal(v.text, style),
-                      literal("; ".join(v.causes)))  # fmt: skip
+        why = "; ".join([*v.reasons, *v.causes])
+        style = LEVEL_STYLE[v.level.value]
+        table.add_row(literal(v.device), literal(v.card), literal(v.hostname), literal(v.text, style), literal(why))
     out.print(table)
 
 

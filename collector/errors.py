@@ -10,6 +10,7 @@ CollectorError
  ├── QueryRefused        SQL that is not one read-only statement (400)
  ├── QueryFailed         SQL that DuckDB could not run, or that ran past its time limit (400)
  ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)
+ ├── OlderDatabase       a file an older collector wrote, opened read-only: it must be opened for writing once
  └── StorageUnavailable  the database cannot take or answer requests now (a full disk, say): try again later (503)
 """
 
@@ -78,6 +79,11 @@ class QueryFailed(CollectorError):
 class DatabaseBusy(CollectorError):
     status_code = 503
     code = "database_busy"
+
+
+class OlderDatabase(CollectorError):
+    status_code = 503
+    code = "older_database"
 
 
 class StorageUnavailable(CollectorError):

@@ -1,8 +1,12 @@
-"""Fleet health: each GPU against its model's other GPUs and its datasheet, with the likely cause of a shortfall.
+"""Fleet health: each GPU against its model's other GPUs, its own history and its model's floor, with the likely
+cause of a shortfall and the error counters that say it is broken.
 
-A GPU's figures come from its latest run. It is "slow" when a key figure falls more than ``SLOW`` below the median
-of the same model's other GPUs; the recorded state of that run (power limit, PCIe link, throttling, ECC, clocks,
-other processes) names the likely cause.
+The rule itself is shared with the agent's ``check`` (``schemas.verdicts``): a figure's latest measurement fails
+when it is more than its threshold below a reference; two failures among its latest three measurements confirm it
+(``slow``), one is ``suspect``; a fatal counter makes the GPU ``faulty``. Here the collector supplies what only it
+knows: the peers' medians, each GPU's kept history (``health_history``) and the figure's run-to-run spread over the
+model's GPUs, from which its threshold follows. The recorded state of the latest run (power limit, throttling,
+ECC, clocks, other processes, software) names the likely cause.
 """
 
 from __future__ import annotations
@@ -12,27 +16,25 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A figure this far below its peers' median makes a GPU slow (run-to-run noise on one card is ~1-3 %).
-SLOW = 0.05
-FAULTS = {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
-
-#: The figures health compares: key, label, figure.
-HEALTH_METRICS = (
-    ("matmul", "BF16 matmul TFLOPS", "matmul_bf16"),
-    ("memory", "memory GB/s", "memory"),
-    ("bert", "BERT fwd+bwd TFLOPS", "bert_fwdbwd"),
+from schemas.verdicts import (
+    HEALTH_FIGURES,
+    SEVERITY,
+    FigureJudgement,
+    GpuVerdict,
+    Level,
+    counter_faults,
+    figure_verdict,
+    floor_of,
+    gpu_level,
+    judge,
+    minimum_threshold,
+    threshold_from_spread,
 )
 
+FAULTS = {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 
-@dataclass(frozen=True)
-class Figure:
-    value: float
-    peers: float | None  # median of the same model's other GPUs
-    peak_fraction: float | None
-
-    @property
-    def ratio(self) -> float | None:
-        return self.value / self.peers if self.peers else None
+#: The figures health judges, in the order pages show them.
+FIGURE_KEYS = list(HEALTH_FIGURES)
 
 
 @dataclass(frozen=True)
@@ -43,32 +45,46 @@ class Verdict:
     hostname: str
     run_id: str
     started_at: object
-    figures: dict[str, Figure]
-    verdict: str  # ok | slow | no peers
-    slow_by: float | None
+    gpu_index: int | None
+    level: Level
+    figures: dict[str, FigureJudgement]
+    faults: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
 
     @property
+    def verdict(self) -> str:
+        return str(self.level.value)
+
+    @property
+    def slow_by(self) -> float | None:
+        """The largest shortfall of a failing figure (0.2: 20 % below its reference)."""
+        falls = [s[1] for j in self.figures.values() if j.level in (Level.slow, Level.suspect) and (s := j.shortfall)]
+        return max(falls) if falls else None
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the level: the counters that make it faulty, then each failing figure."""
+        failing = [j.reason for j in self.figures.values() if j.level in (Level.slow, Level.suspect) and j.reason]
+        return [*self.faults, *failing]
+
+    @property
     def text(self) -> str:
-        if self.verdict == "slow" and self.slow_by is not None:
-            return f"slow by {self.slow_by:.0%}"
+        if self.level in (Level.slow, Level.suspect) and self.slow_by is not None:
+            return f"{self.level.value}: {self.slow_by:.0%} below"
+        if self.level is Level.unknown:
+            return "unknown: nothing to compare"
         return self.verdict
 
 
-#: The figures health reads, as the named query ``Reads.health_figures`` takes them.
-FIGURE_KEYS = [figure for _, _, figure in HEALTH_METRICS]
-
-
-#: A GPU's figure: (best value, its peak fraction, median SM clock in its largest case).
+#: A GPU's figure: (latest value, its peak fraction, median SM clock in its largest case).
 Found = tuple[float, float | None, int | None]
 
 
 def _figures(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], Found]:
-    """(device, metric) -> (best value, its peak fraction, median SM clock in its largest case), from the device's
+    """(device, figure) -> (latest value, its peak fraction, median SM clock in its largest case), from the device's
     latest run that measured that figure (a later run of only some benchmarks does not hide earlier figures)."""
-    keys = {figure: key for key, _, figure in HEALTH_METRICS}
     return {
-        (device, keys[figure]): (float(v), float(p) if p is not None else None, int(c) if c is not None else None)
+        (device, figure): (float(v), float(p) if p is not None else None, int(c) if c is not None else None)
         for device, figure, v, p, c in rows
     }
 
@@ -79,10 +95,8 @@ class _Others:
 
     def __init__(self, devices: list[dict[str, Any]], figures: dict[tuple[str, str], Found]) -> None:
         ids = [str(d["device_id"]) for d in devices]
-        self.values = {
-            key: sorted(figures[(i, key)][0] for i in ids if (i, key) in figures) for key, *_ in HEALTH_METRICS
-        }
-        self.clocks = sorted(float(c) for i in ids if (c := figures.get((i, "matmul"), (0, None, None))[2]))
+        self.values = {key: sorted(figures[(i, key)][0] for i in ids if (i, key) in figures) for key in FIGURE_KEYS}
+        self.clocks = sorted(float(c) for i in ids if (c := figures.get((i, "matmul_bf16"), (0, None, None))[2]))
         self.max_clocks = sorted(m for d in devices if isinstance(m := d["sm_clock_max_mhz"], int))
         self.versions = Counter((d["torch"], d["cuda"], d["driver"]) for d in devices)
         self.ecc = Counter(d["ecc_enabled"] for d in devices if d["ecc_enabled"] is not None)
@@ -118,9 +132,6 @@ def _causes(row: dict[str, Any], peers: _Others, clock: int | None, slow: bool) 
     limit, default = row["power_limit_w"], row["power_limit_default_w"]
     if isinstance(limit, float) and isinstance(default, float) and limit < default - 1:
         causes.append(f"power limit {limit:.0f} W, below the default {default:.0f} W")
-    gen, gen_max, width, width_max = row["pcie_gen"], row["pcie_gen_max"], row["pcie_width"], row["pcie_width_max"]
-    if None not in (gen, gen_max, width, width_max) and (gen < gen_max or width < width_max):
-        causes.append(f"PCIe link Gen{gen} x{width}, the card supports Gen{gen_max} x{width_max}")
     reasons = row["throttle_reasons_seen"]
     seen = set(reasons) if isinstance(reasons, list) else set()
     if seen & FAULTS:
@@ -150,53 +161,82 @@ def _causes(row: dict[str, Any], peers: _Others, clock: int | None, slow: bool) 
 
 
 def fleet_health(
-    devices: list[dict[str, Any]], figure_rows: list[tuple[Any, ...]], model: str | None = None
+    devices: list[dict[str, Any]],
+    figure_rows: list[tuple[Any, ...]],
+    history_rows: list[tuple[Any, ...]] = (),  # type: ignore[assignment]
+    counter_rows: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    model: str | None = None,
 ) -> list[Verdict]:
-    """A verdict for every GPU (``devices``: each one's latest run, ``Reads.health_devices``; ``figure_rows``:
-    ``Reads.health_figures``), slowest first; ``model``: only that model's GPUs are judged."""
+    """A verdict for every GPU, worst first. ``devices``: each one's latest run (``Reads.health_devices``);
+    ``figure_rows``: ``Reads.health_figures``; ``history_rows``: ``Reads.health_history``; ``counter_rows``:
+    ``Reads.latest_counters``; ``model``: only that model's GPUs are judged."""
     figures = _figures(figure_rows)
+    history = {(str(device), str(figure)): [float(v) for v in values] for device, figure, values in history_rows}
+    counters = {str(row["device_id"]): row for row in counter_rows}
     by_model: dict[str, list[dict[str, Any]]] = {}
     for d in devices:
         by_model.setdefault(str(d["gpu_model"]), []).append(d)
     peers_of = {name: _Others(members, figures) for name, members in by_model.items()}
+    thresholds = {
+        (name, key): threshold_from_spread(
+            [history.get((str(d["device_id"]), key), []) for d in members], minimum=minimum_threshold(key)
+        )
+        for name, members in by_model.items()
+        for key in FIGURE_KEYS
+    }
     verdicts = []
     for d in devices:
         if model is not None and d["gpu_model"] != model:
             continue
-        device = str(d["device_id"])
-        peers = peers_of[str(d["gpu_model"])]
-        mine: dict[str, Figure] = {}
-        worst: float | None = None
-        for key, *_ in HEALTH_METRICS:
+        device, name = str(d["device_id"]), str(d["gpu_model"])
+        peers = peers_of[name]
+        judged: dict[str, FigureJudgement] = {}
+        for key in FIGURE_KEYS:
             found = figures.get((device, key))
             if found is None:
                 continue
-            figure = Figure(found[0], _median_without(peers.values[key], found[0]), found[1])
-            mine[key] = figure
-            if figure.ratio is not None:
-                worst = figure.ratio if worst is None else min(worst, figure.ratio)
-        clock = figures.get((device, "matmul"), (0, None, None))[2]
-        if worst is None:
-            verdict, slow_by = "no peers", None
-        elif worst < 1 - SLOW:
-            verdict, slow_by = "slow", 1 - worst
-        else:
-            verdict, slow_by = "ok", None
-        causes = _causes(d, peers, clock, verdict == "slow")
-        if verdict == "slow" and not causes:
+            kept = history.get((device, key)) or [found[0]]
+            others = len(peers.values[key]) - 1
+            median = _median_without(peers.values[key], found[0])
+            judged[key] = judge(
+                key,
+                kept,
+                peers=(median, others) if median is not None else None,
+                floor=floor_of(key, str(d["gpu_name"] or ""), d["pcie_gen_max"], d["pcie_width_max"]),
+                threshold=thresholds[(name, key)],
+            )
+        row = counters.get(device)
+        faults = counter_faults(
+            row,
+            list((row or {}).get("xids") or []),
+            pcie=(d["pcie_gen"], d["pcie_gen_max"], d["pcie_width"], d["pcie_width_max"]),
+        )
+        level = gpu_level(faults, list(judged.values()))
+        clock = figures.get((device, "matmul_bf16"), (0, None, None))[2]
+        failing = level in (Level.slow, Level.suspect)
+        causes = _causes(d, peers, clock, failing)
+        if failing and not causes:
             causes = ["no cause recorded in its state"]
         verdicts.append(
             Verdict(
-                device,
-                str(d["card"]),
-                str(d["gpu_model"]),
-                str(d["hostname"]),
-                str(d["run_id"]),
-                d["started_at"],
-                mine,
-                verdict,
-                slow_by,
-                causes,
+                device, str(d["card"]), name, str(d["hostname"]), str(d["run_id"]), d["started_at"], d["gpu_index"],
+                level, judged, faults, causes,
             )
-        )
-    return sorted(verdicts, key=lambda v: (-(v.slow_by or 0), v.gpu_model, v.hostname))
+        )  # fmt: skip
+    return sorted(verdicts, key=lambda v: (SEVERITY.index(v.level), -(v.slow_by or 0), v.gpu_model, v.hostname))
+
+
+def wire(v: Verdict) -> GpuVerdict:
+    """A verdict as the API and ``check --json`` give it (the reasons with the likely causes)."""
+    return GpuVerdict(
+        uuid=v.device,
+        gpu_index=v.gpu_index,
+        gpu_model=v.gpu_model,
+        card=v.card,
+        host=v.hostname,
+        level=v.level,
+        reasons=tuple(r[:2000] for r in [*v.reasons, *v.causes]),
+        run_id=v.run_id,
+        judged_by="collector",
+        figures=tuple(figure_verdict(j) for j in v.figures.values()),
+    )

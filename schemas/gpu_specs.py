@@ -10,6 +10,7 @@ measurement error, not a fast card.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -64,6 +65,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
 PCIE_GBPS_PER_LANE: dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
+@functools.lru_cache(maxsize=1024)  # a fleet has few distinct names; health asks for each GPU's
 def match_spec(gpu_name: str) -> GpuSpec | None:
     """The datasheet entry for a driver-reported name such as 'NVIDIA H100 80GB HBM3', or None."""
     for spec in GPU_SPECS:

@@ -33,3 +33,7 @@ def literal(value: object, style: str = "") -> Text:
     from rich.text import Text
 
     return Text(printable(value), style=style)
+
+
+#: How each verdict level is coloured in both CLIs (``schemas.verdicts.Level`` values).
+LEVEL_STYLE = {"ok": "green", "suspect": "yellow", "slow": "bold red", "faulty": "bold red", "unknown": "dim"}

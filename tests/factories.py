@@ -65,6 +65,18 @@ def layer(block: str, mode: str, batch: int, seq: int, tflops: float, dtype: str
     }
 
 
+def transfer(direction: str, gbps: float, pinned: bool = True, size: int = 256 << 20) -> dict[str, Any]:
+    return {
+        "benchmark": "transfer",
+        "name": "transfer",
+        "gpu_index": 0,
+        "status": "ok",
+        "params": {"direction": direction, "pinned": pinned, "bytes": size},
+        "metrics": {"gbps": gbps},
+        "timing": timing(size / gbps / 1e9),
+    }
+
+
 def bandwidth(elements: int, gbps: float) -> dict[str, Any]:
     return {
         "benchmark": "bandwidth",

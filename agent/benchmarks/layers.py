@@ -34,7 +34,6 @@ class _LayerBenchmark(Benchmark[LayerGrid]):
     KIND = "layer"
     BLOCK: str
     Grid = LayerGrid
-    WARM = models.WARM_MODULES
 
     def cases(self, target: Target) -> list[Case]:
         shape = models.SHAPES[self.grid.model]
@@ -116,22 +115,26 @@ class _LayerBenchmark(Benchmark[LayerGrid]):
 class BertLayerBenchmark(_LayerBenchmark):
     NAME = "layer_bert"
     BLOCK = "bert_layer"
+    WARM = models.WARM_BY_FAMILY["bert"]
     DESCRIPTION = "BERT-large layer TFLOPS, fwd and fwd+bwd, over batch and sequence length"
 
 
 class Gpt2BlockBenchmark(_LayerBenchmark):
     NAME = "layer_gpt2"
     BLOCK = "gpt2_block"
+    WARM = models.WARM_BY_FAMILY["gpt2"]
     DESCRIPTION = "GPT-2-medium block TFLOPS, fwd and fwd+bwd, over batch and sequence length"
 
 
 class T5EncoderBenchmark(_LayerBenchmark):
     NAME = "layer_t5_encoder"
     BLOCK = "t5_encoder_block"
+    WARM = models.WARM_BY_FAMILY["t5"]
     DESCRIPTION = "T5-large encoder block TFLOPS, fwd and fwd+bwd"
 
 
 class T5DecoderBenchmark(_LayerBenchmark):
     NAME = "layer_t5_decoder"
     BLOCK = "t5_decoder_block"
+    WARM = models.WARM_BY_FAMILY["t5"]
     DESCRIPTION = "T5-large decoder block (with cross-attention) TFLOPS, fwd and fwd+bwd"

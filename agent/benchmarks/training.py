@@ -41,7 +41,6 @@ def precision_for(target: Target) -> str:
 class _TrainingBenchmark(Benchmark[TrainingGrid]):
     KIND = "training"
     Grid = TrainingGrid
-    WARM = models.WARM_MODULES
 
     def cases(self, target: Target) -> list[Case]:
         import torch
@@ -157,9 +156,11 @@ def training_step(model: Any, optimizer: Any, ids: Any, autocast: bool) -> Calla
 
 class BertTrainingBenchmark(_TrainingBenchmark):
     NAME = "training_bert"
+    WARM = models.WARM_BY_FAMILY["bert"]
     DESCRIPTION = "BERT-large masked-LM training step (AdamW, bf16 autocast): samples/s, tokens/s, MFU"
 
 
 class Gpt2TrainingBenchmark(_TrainingBenchmark):
     NAME = "training_gpt2"
+    WARM = models.WARM_BY_FAMILY["gpt2"]
     DESCRIPTION = "GPT-2-medium causal-LM training step (AdamW, bf16 autocast): samples/s, tokens/s, MFU"

@@ -68,10 +68,10 @@ def report_markdown(
             "",
             "## Fleet health",
             "",
-            "| GPU | card | host | verdict | likely cause / notes |",
+            "| GPU | card | host | verdict | why / likely cause |",
             "|---|---|---|---|---|",
         ]
-        lines += [_row(v.device, v.card, v.hostname, v.text, "; ".join(v.causes)) for v in verdicts]
+        lines += [_row(v.device, v.card, v.hostname, v.text, "; ".join([*v.reasons, *v.causes])) for v in verdicts]
     if machines:
         lines += ["", "## Multi-GPU machines", "", *machines_markdown(machines)]
     if changes:

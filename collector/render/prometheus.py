@@ -15,12 +15,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..figures import BY_KEY
-from ..health import HEALTH_METRICS
 from ..tables import COUNTERS
 from ..views import FleetMetrics
 
 GPU_LABELS = ["uuid", "gpu_model", "card", "host"]
-VERDICTS = ("ok", "slow", "no peers")
 
 
 class _Fleet(Collector):
@@ -42,21 +40,25 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
         labels=[*GPU_LABELS, "figure"],
     )  # fmt: skip
     verdict = GaugeMetricFamily(
-        "flopfleet_gpu_verdict", "1 for a GPU's current verdict (ok, slow, no peers)", labels=[*GPU_LABELS, "verdict"]
+        "flopfleet_gpu_verdict",
+        "1 for a GPU's current verdict (ok, suspect, slow, faulty, unknown)",
+        labels=[*GPU_LABELS, "verdict"],
     )
-    slow_by = GaugeMetricFamily("flopfleet_gpu_slow_by_ratio", "How far below its peers a slow GPU is (0.2: 20 %)",
-                                labels=GPU_LABELS)  # fmt: skip
+    slow_by = GaugeMetricFamily(
+        "flopfleet_gpu_slow_by_ratio",
+        "How far a slow or suspect GPU's worst figure is below its reference (0.2: 20 %)",
+        labels=GPU_LABELS,
+    )
     last = GaugeMetricFamily(
         "flopfleet_gpu_last_run_timestamp_seconds", "Start of the GPU's latest run (Unix time)", labels=GPU_LABELS
     )
-    figures = {key: figure_key for key, _, figure_key in HEALTH_METRICS}
     for v in data.verdicts:
         labels = [v.device, v.gpu_model, v.card, v.hostname]
-        for key, f in v.figures.items():
-            name = figures[key]
+        for name, f in v.figures.items():
             figure.add_metric([*labels, name, BY_KEY[name].unit], f.value)
-            if f.ratio is not None:
-                ratio.add_metric([*labels, name], f.ratio)
+            peer_ratio = f.ratio("peers")
+            if peer_ratio is not None:
+                ratio.add_metric([*labels, name], peer_ratio)
         verdict.add_metric([*labels, v.verdict], 1.0)
         if v.slow_by is not None:
             slow_by.add_metric(labels, v.slow_by)

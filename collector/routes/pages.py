@@ -13,7 +13,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from schemas import GpuCounters
 from schemas.labels import describe, headline
 
-from .. import views
+from .. import health, views
 from ..auth import Reader
 from ..compare import Comparison
 from ..errors import BadRequest, CollectorError
@@ -63,7 +63,7 @@ def _selected(cards: list[str] | None) -> list[str]:
 def home(_: Reader, store: StoreDep) -> HTMLResponse:
     data = views.home(store.reads())
     return _page("home.html", cards=data.cards, runs=data.runs, total_runs=data.total_runs, slow=data.slow,
-                 verdicts=data.verdicts)  # fmt: skip
+                 suspect=data.suspect, verdicts=data.verdicts)  # fmt: skip
 
 
 @router.get("/cards", response_class=HTMLResponse)
@@ -141,11 +141,12 @@ def health_page(_: Reader, store: StoreDep) -> HTMLResponse:
 @router.get("/health.csv")
 def health_csv(_: Reader, store: StoreDep) -> Response:
     rows: list[list[object]] = []
+    keys = health.FIGURE_KEYS
     for v in views.fleet_health(store.reads()):
-        figures = [v.figures[k].value if k in v.figures else "" for k in ("matmul", "memory", "bert")]
-        rows.append([v.device, v.card, v.hostname, v.run_id, v.verdict, v.slow_by or "", *figures, "; ".join(v.causes)])
-    header = ["gpu", "card", "host", "run_id", "verdict", "slow_by", "bf16_matmul_tflops", "memory_gbps",
-              "bert_fwdbwd_tflops", "causes"]  # fmt: skip
+        figures = [v.figures[k].value if k in v.figures else "" for k in keys]
+        rows.append([v.device, v.card, v.hostname, v.run_id, v.verdict, v.slow_by or "", *figures,
+                     "; ".join([*v.reasons, *v.causes])])  # fmt: skip
+    header = ["gpu", "card", "host", "run_id", "verdict", "slow_by", *keys, "reasons"]
     return _csv(header, rows, "health.csv")
 
 

@@ -10,6 +10,8 @@ with the rows they may replace (only those keys), so its cost follows the runs s
 
 from __future__ import annotations
 
+from schemas.verdicts import HEALTH_FIGURES
+
 from ..figures import TRUSTED
 from ..sqlviews import devices_sql
 
@@ -44,6 +46,11 @@ DDL: dict[str, str] = {
         gpu_model VARCHAR NOT NULL, figure VARCHAR NOT NULL, torch VARCHAR, cuda VARCHAR, driver VARCHAR,
         device_id VARCHAR NOT NULL, value DOUBLE NOT NULL, first_at TIMESTAMPTZ NOT NULL,
         started_at TIMESTAMPTZ NOT NULL)""",
+    # Each agent-measured GPU's last ``HISTORY_KEPT`` measurements of each health figure: the verdicts' own history,
+    # confirmation and run-to-run spread.
+    "health_history": """CREATE TABLE IF NOT EXISTS health_history (
+        device_id VARCHAR NOT NULL, figure VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL, run_id UUID NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL, value DOUBLE NOT NULL)""",
     # Each multi-GPU machine's (host and GPU count) latest collective and data-parallel figures.
     "machine_latest": """CREATE TABLE IF NOT EXISTS machine_latest (
         hostname VARCHAR NOT NULL, world_size INTEGER NOT NULL, run_id UUID NOT NULL, started_at TIMESTAMPTZ NOT NULL,
@@ -56,6 +63,10 @@ DDL: dict[str, str] = {
 }
 
 GiB = 1 << 30
+#: Measurements of each health figure kept per GPU: the confirmation window, the own-history reference and the
+#: spread all read from these, so a verdict costs the same after a thousand runs as after twenty.
+HISTORY_KEPT = 20
+_HEALTH_FIGURES = ", ".join(f"'{f}'" for f in HEALTH_FIGURES)
 #: The key figures of a GPU's history.
 HISTORY_FIGURES = {"matmul": "matmul_bf16", "memory": "memory", "bert": "bert_fwdbwd"}
 
@@ -149,6 +160,10 @@ def refresh_sql(*, figures_sql: str, machines: bool = True) -> list[str]:
                 WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL""",
             {"first_at": "min(u.first_at)"},
         ),
+        *_history_sql(
+            f"""SELECT d.device_id, f.figure, d.gpu_model, f.run_id, d.started_at, f.value FROM {figures_of}
+                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND f.figure IN ({_HEALTH_FIGURES})"""
+        ),
         """CREATE OR REPLACE TEMP TABLE new_card_runs AS
             SELECT card, count(DISTINCT run_id) AS runs, min(started_at) AS first_run, max(started_at) AS last_run
             FROM new_devices GROUP BY card""",
@@ -174,6 +189,33 @@ def refresh_sql(*, figures_sql: str, machines: bool = True) -> list[str]:
                 GROUP BY ru.hostname, r.run_id, r.world_size, r.op, r.bytes""",
         ),
     ]
+
+
+def _history_sql(candidates: str) -> list[str]:
+    """Add ``candidates`` to ``health_history`` and keep only the newest ``HISTORY_KEPT`` per GPU and figure (of
+    the keys they touch)."""
+    return [
+        f"CREATE OR REPLACE TEMP TABLE cand_health_history AS {candidates}",
+        "INSERT INTO health_history BY NAME SELECT * FROM cand_health_history",
+        f"""DELETE FROM health_history h USING (
+                SELECT device_id, figure, run_id FROM (
+                    SELECT device_id, figure, run_id,
+                           row_number() OVER (PARTITION BY device_id, figure ORDER BY started_at DESC, run_id) AS n
+                    FROM health_history
+                    SEMI JOIN (SELECT DISTINCT device_id, figure FROM cand_health_history) c USING (device_id, figure))
+                WHERE n > {HISTORY_KEPT}) old
+            WHERE h.device_id = old.device_id AND h.figure = old.figure AND h.run_id = old.run_id""",
+    ]
+
+
+#: ``health_history`` for a database an older collector wrote (its runs have summaries but no history rows).
+HISTORY_BACKFILL = f"""INSERT INTO health_history
+    SELECT device_id, figure, gpu_model, run_id, started_at, value FROM (
+        SELECT d.device_id, f.figure, d.gpu_model, f.run_id, d.started_at, f.value,
+               row_number() OVER (PARTITION BY d.device_id, f.figure ORDER BY d.started_at DESC, f.run_id) AS n
+        FROM figures f JOIN device_runs d ON d.run_id = f.run_id AND d.gpu_index IS NOT DISTINCT FROM f.gpu_index
+        WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND f.figure IN ({_HEALTH_FIGURES}))
+    WHERE n <= {HISTORY_KEPT}"""
 
 
 #: The points of the charts, from new results: (run_id, gpu_index, chart, series, x, value).

@@ -23,6 +23,7 @@ process does not exit, so agents and a supervisor see one collector that says wh
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 import queue
@@ -39,7 +40,7 @@ import duckdb
 
 from schemas import RunSubmission
 
-from ..errors import DatabaseBusy, NotFound, RunConflict, StorageUnavailable
+from ..errors import DatabaseBusy, NotFound, OlderDatabase, RunConflict, StorageUnavailable
 from ..figures import DEFINITIONS_DDL, FIGURES_DDL, compute_sql, definitions_insert
 from ..redact import scrub
 from ..reference import ReferenceValue
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 
 #: The layout of the database file; a file written by a newer collector is refused, not misread. 2: the summaries
 #: kept at ingest (``aggregates``), built for older files when they are first opened.
-DB_VERSION = 2
+DB_VERSION = 3  # 3: health_history
 #: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
 DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
 #: Tables that are not flattened from runs: published figures, and prices for price/performance.
@@ -93,6 +94,8 @@ ARCHIVE_FIRST_S = 5.0
 ARCHIVE_EVERY_S = 600.0
 #: Runs found without summaries when the file is opened are summarised this many per transaction.
 MIGRATE_RUNS = 2000
+#: Tells stores apart in ``Store.generation`` (an ``id()`` may be reused once a store is gone).
+_INSTANCES = itertools.count()
 #: The longest ``close`` waits for the writer to finish what it is doing.
 CLOSE_WAIT_S = 10.0
 #: How often a failed store probes its disk (first, then doubling up to the last).
@@ -179,6 +182,7 @@ class Store:
     ) -> None:
         self.path = path
         self.read_only = read_only
+        self._instance = next(_INSTANCES)
         #: Raw rows of runs older than this many days move to the archive (``retention``); 0 keeps them all.
         self.retention_days = retention_days
         self.archive_dir = archive_dir or retention.default_folder(path)
@@ -226,6 +230,8 @@ class Store:
         self._refreshed_to = 0  # the commit_seq of the first commit whose runs are not summarised
         if not read_only:
             self._migrate()
+        else:
+            self._check_version()
 
     def close(self) -> None:
         """Stop the writer (it answers what is queued first) and close the file; never waits on a stuck disk for
@@ -253,7 +259,13 @@ class Store:
 
     def reads(self) -> Reads:
         """The named queries, on a cursor of their own (cheap; for one request or command)."""
-        return Reads(self._cursor())
+        return Reads(self._cursor(), self.generation)
+
+    @property
+    def generation(self) -> tuple[int, int]:
+        """Changes whenever what the summaries say may have changed (each refresh): what is computed from them
+        alone (the verdicts) can be kept until then."""
+        return (self._instance, self._refreshed_to)
 
     def sql(
         self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
@@ -301,6 +313,21 @@ class Store:
         row = self._cursor().execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
         return row is not None and int(row[0]) == DB_VERSION
 
+    def _check_version(self) -> None:
+        """A read-only store cannot add what a newer collector keeps: say so instead of failing on a missing table."""
+        try:
+            row = self._con.execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
+        except duckdb.CatalogException:
+            row = None
+        if row is None or int(row[0]) < DB_VERSION:
+            found = row[0] if row else "none"
+            self._con.close()
+            raise OlderDatabase(
+                f"{self.path} was written by an older collector (db_version {found}, this one keeps {DB_VERSION}): "
+                f"open it for writing once, e.g. `flopfleet-collector serve --db {self.path}`, which brings it up to "
+                "date as it starts"
+            )
+
     def _migrate(self) -> None:
         cur = self._con.cursor()  # also while failed: a probe reopening the file migrates it
         cur.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
@@ -310,8 +337,13 @@ class Store:
         for table in TABLES:
             cur.execute(ddl(table))
             self._add_new_columns(cur, table)
+        had_history = (
+            self._count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'health_history')") > 0
+        )
         for sql in (*DERIVED_TABLES.values(), *SIDE_TABLES.values(), *aggregates.ddl()):
             cur.execute(sql)
+        if not had_history:  # an older collector's database: the verdicts' history from the figures it kept
+            cur.execute(aggregates.HISTORY_BACKFILL)
         for name, sql in VIEWS.items():
             cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
         cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on

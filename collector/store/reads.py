@@ -26,8 +26,10 @@ def _cards_filter(cards: list[str] | None, column: str = "card") -> tuple[str, l
 
 
 class Reads:
-    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, generation: tuple[int, int] | None = None) -> None:
         self._cur = cursor
+        #: The store's ``generation`` when these reads began: equal generations read equal summaries.
+        self.generation = generation
 
     def _rows(self, sql: str, params: list[object] | dict[str, object] | None = None) -> list[Row]:
         return self._cur.execute(sql, params or []).fetchall()
@@ -146,6 +148,15 @@ class Reads:
             [figures, *([model] if model else [])],
         )
 
+    def health_history(self, figures: list[str], model: str | None = None) -> list[Row]:
+        """(device, figure, [its kept measurements, newest first]) of each agent-measured GPU (``health_history``)."""
+        where = " AND gpu_model = ?" if model else ""
+        return self._rows(
+            f"""SELECT device_id, figure, list(value ORDER BY started_at DESC) FROM health_history
+                WHERE figure IN (SELECT unnest(?::VARCHAR[])){where} GROUP BY device_id, figure""",
+            [figures, *([model] if model else [])],
+        )
+
     def gpu_history(self, device: str) -> list[dict[str, Any]]:
         """Every run of one GPU, newest first, with its key figures."""
         return self._dicts(
@@ -167,14 +178,17 @@ class Reads:
             [figures, *([model] if model else [])],
         )
 
-    def latest_counters(self) -> list[dict[str, Any]]:
+    def latest_counters(self, model: str | None = None) -> list[dict[str, Any]]:
         """Each agent-measured GPU's error counters as its latest run ended, with the XIDs seen in that run."""
+        where = " AND d.gpu_model = ?" if model else ""
         columns = ", ".join(f"g.{name}_after AS {name}" for name, _ in COUNTERS)
         return self._dicts(
             f"""SELECT d.device_id, d.gpu_model, d.card, d.hostname, {columns},
-                       CAST(json_array_length(g.xid_events) AS INTEGER) AS xid_count
+                       CAST(json_array_length(g.xid_events) AS INTEGER) AS xid_count,
+                       CAST(json_extract(g.xid_events, '$[*].xid') AS INTEGER[]) AS xids
                 FROM device_latest d JOIN gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
-                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL"""
+                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL{where}""",
+            [model] if model else [],
         )
 
     # -- multi-GPU machines ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def _get(site: Collector, path: str, **params: object) -> httpx.Response:
 def test_home_lists_cards_and_points_at_slow_gpus(site: Collector) -> None:
     page = _get(site, "/")
     assert page.status_code == 200
-    assert SXM in page.text and "GPU(s) slower than their peers" in page.text
+    assert SXM in page.text and "1 GPU(s) slow or faulty" in page.text and "2 suspect" in page.text
     assert 'href="/runs/' in page.text
 
 
@@ -42,7 +42,8 @@ def test_gpu_history_and_run_detail(site: Collector) -> None:
     home = _get(site, "/health").text
     device = home.split('href="/gpus/')[1].split('"')[0]
     gpu = _get(site, f"/gpus/{device}")
-    assert gpu.status_code == 200 and "slow by" in gpu.text and "History" in gpu.text
+    assert gpu.status_code == 200 and "faulty" in gpu.text and "History" in gpu.text  # h8, on a narrowed link
+    assert "PCIe link at Gen4 under load" in gpu.text
     run_id = gpu.text.split('href="/runs/')[1].split('"')[0]
     run = _get(site, f"/runs/{run_id}")
     assert run.status_code == 200 and "bf16 n=8192" in run.text
@@ -64,7 +65,8 @@ def test_health_page_and_csv(site: Collector) -> None:
     assert "power limit 500 W, below the default 700 W" in _get(site, "/health").text
     rows = _get(site, "/health.csv").text.splitlines()
     assert rows[0].startswith("gpu,card,host,run_id,verdict,slow_by")
-    assert ",slow," in rows[1]
+    assert ",h8," in rows[1] and ",faulty," in rows[1] and "(pcie_gen)" in rows[1]
+    assert ",suspect," in rows[2] and "in its latest measurement only" in rows[2]
 
 
 def test_sql_console_runs_a_query_from_the_url(site: Collector) -> None:

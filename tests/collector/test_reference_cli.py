@@ -57,7 +57,9 @@ def test_prices_and_health_commands(tmp_path: Path) -> None:
     report = collector_cli("report", "--db", str(db), "--format", "md", "--prices", str(prices)).stdout
     price_row = next(line for line in report.splitlines() if line.startswith("| Price (USD)"))
     assert "9,000" in price_row and "25,000" in price_row and "30,000" in price_row
-    health = json.loads(collector_cli("health", "--db", str(db), "--format", "json").stdout)
-    assert health[0]["verdict"] == "slow" and health[0]["causes"] == ["power limit 500 W, below the default 700 W"]
+    health = json.loads(collector_cli("health", "--db", str(db), "--format", "json").stdout)  # GpuVerdict each
+    assert [(v["host"], v["level"]) for v in health[:2]] == [("h8", "faulty"), ("h9", "suspect")]
+    assert health[1]["reasons"][-1] == "power limit 500 W, below the default 700 W"
+    assert {f["figure"] for f in health[1]["figures"]} == {"matmul_bf16", "memory", "bert_fwdbwd"}
     table = collector_cli("health", "--db", str(db)).stdout
-    assert "slow by 21%" in table
+    assert "suspect: 21% below" in table and "faulty" in table

@@ -136,3 +136,19 @@ def test_error_counters_are_read_before_and_after_and_unsupported_ones_are_unkno
     assert card["xid_events"] is None or isinstance(card["xid_events"], list)
     print(json.dumps({"ecc_enabled": card.get("ecc_enabled"), "before": before, "after": after,
                       "xid_events": card["xid_events"]}, indent=1))  # fmt: skip
+
+
+def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The whole preflight on a real GPU, without a collector: every health figure measured, judged against the
+    # model's bundled floor (and the machine's other GPUs), a healthy GPU is OK with exit 0.
+    import json
+
+    from tests.conftest import agent_cli
+
+    done = agent_cli("check", "--device", "cuda", "--gpus", "0", "--json", "--spool-dir", str(tmp_path), timeout=300)
+    body = json.loads(done.stdout)
+    (verdict,) = body["verdicts"]
+    assert done.returncode == 0 and body["level"] == "ok", done.stdout + done.stderr
+    figures = {f["figure"]: f for f in verdict["figures"]}
+    assert set(figures) == {"matmul_bf16", "memory", "h2d", "bert_fwdbwd"}
+    assert all(f["floor"] and f["value"] > f["floor"] for f in figures.values())

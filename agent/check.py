@@ -1,0 +1,241 @@
+"""``flopfleet-agent check``: a preflight whose exit code a job prolog, Slurm's HealthCheckProgram or Kubernetes'
+node-problem-detector can act on (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; ``schemas.verdicts.EXIT_CODES``).
+
+It measures the ``health`` profile and judges each GPU by the shared rule (``schemas.verdicts``): with a collector,
+the collector judges it (peers of its model across the fleet, its own history, its floor) once the run is posted;
+without one, or when the collector cannot be reached, the agent judges it against this machine's other GPUs of its
+model and its model's bundled floor. A figure that fails once is measured again before the verdict is given
+(``remeasure``): two failing measurements confirm it (``slow``), a good second one clears it. ``from_collector``
+measures nothing and reads this machine's latest verdicts.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from schemas import Gpu, RunSubmission
+from schemas.verdicts import (
+    DEFAULT_THRESHOLD,
+    EXIT_CODES,
+    FigureJudgement,
+    GpuVerdict,
+    Level,
+    counter_faults,
+    figure_values,
+    figure_verdict,
+    floor_of,
+    gpu_level,
+    judge,
+    minimum_threshold,
+    worst,
+)
+
+from .config import RunConfig
+from .errors import AgentError
+from .upload import Delivery, deliver
+
+#: The benchmark of the health profile that measures each figure: what a re-measurement runs.
+FIGURE_BENCHMARKS = {"matmul_bf16": "matmul", "memory": "bandwidth", "h2d": "transfer", "bert_fwdbwd": "layer_bert"}
+VERDICTS_PATH = "/api/v1/verdicts"
+_VERDICTS = TypeAdapter(list[GpuVerdict])
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    run: RunConfig  # the profile's run: suite (``health``), device, GPUs, collector
+    from_collector: bool = False
+    remeasure: bool = True
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    verdicts: tuple[GpuVerdict, ...]
+    notes: tuple[str, ...] = ()
+    runs: tuple[RunSubmission, ...] = ()  # newest first: a re-measurement, then the profile
+    deliveries: tuple[Delivery, ...] = ()
+
+    @property
+    def level(self) -> Level:
+        return worst([v.level for v in self.verdicts])
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.level]
+
+
+Measure = Callable[[RunConfig], RunSubmission]
+
+
+@dataclass
+class _Progress:
+    runs: list[RunSubmission] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    posted: bool = False
+
+
+def check(
+    config: CheckConfig, client: httpx.Client, measure: Measure, gpus: Callable[[], Sequence[Gpu]]
+) -> CheckOutcome:
+    """The verdict of every GPU of this machine. ``measure``: runs a suite (``session.execute``); ``gpus``: this
+    machine's GPUs without measuring (for ``from_collector``)."""
+    upload = config.run.upload
+    if config.from_collector:
+        if not upload.collector_url:
+            raise AgentError("check --from-collector needs --collector URL (or FLOPFLEET_COLLECTOR)")
+        found = list(gpus())
+        verdicts, note = _from_collector(client, config.run, found)
+        return CheckOutcome(tuple(verdicts), (note,) if note else ())
+    state = _Progress()
+    verdicts = _measure_and_judge(config.run, client, measure, state)
+    suspect = [v for v in verdicts if v.level is Level.suspect]
+    if config.remeasure and suspect:
+        figures = sorted({f.figure for v in suspect for f in v.figures if f.level is Level.suspect})
+        benchmarks = tuple(sorted({FIGURE_BENCHMARKS[f] for f in figures if f in FIGURE_BENCHMARKS}))
+        indices = tuple(sorted({v.gpu_index for v in suspect if v.gpu_index is not None}))
+        if benchmarks and indices:
+            state.notes.append(
+                f"measured {', '.join(benchmarks)} again on GPU {', '.join(map(str, indices))}: "
+                f"{', '.join(figures)} failed once"
+            )
+            again = replace(config.run, gpus=indices, only=benchmarks, tags={**config.run.tags, "check": "remeasure"})
+            verdicts = _measure_and_judge(again, client, measure, state)
+    return CheckOutcome(tuple(verdicts), tuple(state.notes), tuple(state.runs), tuple(state.deliveries))
+
+
+def _measure_and_judge(run: RunConfig, client: httpx.Client, measure: Measure, state: _Progress) -> list[GpuVerdict]:
+    submission = measure(run)
+    state.runs.insert(0, submission)
+    local = judge_locally(state.runs)
+    if not run.upload.collector_url:
+        return local
+    delivery = deliver(submission, run.upload, client)
+    state.deliveries.append(delivery)
+    if delivery.status not in ("sent", "duplicate"):
+        state.notes.append(f"the collector did not take the run ({delivery.detail}); judged here instead")
+        return local
+    profile = state.runs[-1]  # every GPU of the machine; a re-measurement covers only some
+    remote, note = _from_collector(client, run, profile.gpus, fallback=local)
+    if note:
+        state.notes.append(note)
+    return remote
+
+
+def _from_collector(
+    client: httpx.Client, run: RunConfig, gpus: Sequence[Gpu], fallback: Sequence[GpuVerdict] = ()
+) -> tuple[list[GpuVerdict], str | None]:
+    """The collector's verdicts of ``gpus`` (by UUID, and this host's by name); a GPU it does not know gets the
+    local verdict in ``fallback``, or ``unknown``. Unreachable: the fallback, or every GPU unknown."""
+    from .probe import host
+
+    hostname = host().hostname
+    params: list[tuple[str, str | int | float | bool | None]] = [("uuid", g.uuid) for g in gpus if g.uuid]
+    params.append(("host", hostname))
+    upload = run.upload
+    assert upload.collector_url is not None
+    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {upload.token}"} if upload.token else {})}
+    local = {v.uuid: v for v in fallback}
+    try:
+        answer = client.get(upload.collector_url.rstrip("/") + VERDICTS_PATH, params=params, headers=headers,
+                            timeout=upload.timeout_s)  # fmt: skip
+        if answer.status_code != 200:
+            raise AgentError(f"HTTP {answer.status_code}: {answer.text[:300]}")
+        remote = _VERDICTS.validate_json(answer.content)
+    except (httpx.HTTPError, AgentError, ValidationError) as exc:
+        text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        why = f"the collector's verdicts could not be read ({text})"
+        if fallback:
+            return list(fallback), why + "; judged here instead"
+        return [_unknown(g, hostname, why) for g in gpus] or [_unknown(None, hostname, why)], why
+    by_uuid = {v.uuid: v for v in remote}
+    out = []
+    for g in gpus:
+        if g.uuid in by_uuid:
+            out.append(by_uuid.pop(g.uuid).model_copy(update={"gpu_index": g.index}))
+        elif g.uuid in local:
+            out.append(local[g.uuid])
+        else:
+            out.append(_unknown(g, hostname, "the collector has no run of this GPU yet"))
+    out += list(by_uuid.values())  # this host's GPUs the agent does not see now (another device kind, hidden)
+    return sorted(out, key=lambda v: (v.gpu_index is None, v.gpu_index or 0)), None
+
+
+def _unknown(gpu: Gpu | None, hostname: str, why: str) -> GpuVerdict:
+    return GpuVerdict(
+        uuid=gpu.uuid if gpu else None,
+        gpu_index=gpu.index if gpu else None,
+        gpu_model=gpu.name if gpu else "no GPU",
+        host=hostname,
+        level=Level.unknown,
+        reasons=(why,),
+        judged_by="agent",
+    )
+
+
+def judge_locally(runs: Sequence[RunSubmission]) -> list[GpuVerdict]:
+    """Each GPU of this machine's ``runs`` (newest first) against the machine's other GPUs of its model (their
+    newest values), its own measurements in these runs (a re-measurement confirms or clears the first) and its
+    model's bundled floor; the counters of every run for faults."""
+    if not runs:
+        return []
+    latest: dict[int, Gpu] = {}
+    faults: dict[int, list[str]] = {}
+    measured: dict[tuple[int, str], list[float]] = {}
+    for run in runs:  # newest first
+        values = figure_values(run.results)
+        for g in run.gpus:
+            latest.setdefault(g.index, g)
+            found = counter_faults(
+                g.counters_after.model_dump() if g.counters_after else None,
+                [e.xid for e in g.xid_events or ()],
+                pcie=(g.pcie_gen, g.pcie_gen_max, g.pcie_width, g.pcie_width_max),
+            )
+            faults.setdefault(g.index, [])
+            faults[g.index] += [f for f in found if f not in faults[g.index]]
+        for (index, figure), value in values.items():
+            if index is not None:
+                measured.setdefault((index, figure), []).append(value)
+    hostname = runs[0].host.hostname
+    verdicts = []
+    for index, g in sorted(latest.items()):
+        judged: list[FigureJudgement] = []
+        for (i, figure), series in measured.items():
+            if i != index:
+                continue
+            others = [v[0] for (j, f), v in measured.items() if f == figure and j != index and latest[j].name == g.name]
+            judged.append(
+                judge(
+                    figure,
+                    series,
+                    peers=(statistics.median(others), len(others)) if others else None,
+                    floor=floor_of(figure, g.name, g.pcie_gen_max, g.pcie_width_max),
+                    threshold=max(DEFAULT_THRESHOLD, minimum_threshold(figure)),
+                )
+            )
+        level = gpu_level(faults[index], judged)
+        reasons = [*faults[index], *(j.reason for j in judged if j.level in (Level.slow, Level.suspect) and j.reason)]
+        if level is Level.unknown and not judged:
+            reasons.append("none of the health figures was measured")
+        elif level is Level.unknown:
+            reasons.append(f"no bundled floor for {g.name} and no other GPU of its model here to compare with")
+        verdicts.append(
+            GpuVerdict(
+                uuid=g.uuid,
+                gpu_index=index,
+                gpu_model=g.name,
+                host=hostname,
+                level=level,
+                reasons=tuple(r[:2000] for r in reasons),
+                run_id=str(runs[0].run_id),
+                judged_by="agent",
+                figures=tuple(figure_verdict(j) for j in sorted(judged, key=lambda j: j.figure)),
+            )
+        )
+    if not verdicts:
+        verdicts.append(_unknown(None, hostname, f"no GPU on this machine ({runs[0].device} run)"))
+    return verdicts

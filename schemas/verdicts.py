@@ -1,0 +1,363 @@
+"""Health verdicts, shared by the collector's ``health`` and the agent's ``check``: one rule for both.
+
+A GPU's figure is judged against up to three references: the same model's other GPUs (their median), the GPU's
+own history (the median of its measurements before the latest ``WINDOW``), and an absolute floor per GPU model
+(``FLOORS``: a fraction of the datasheet, so that a lone card can fail). A measurement fails a reference when it
+is more than the figure's threshold below it (below the floor itself for the floor); the threshold follows the
+figure's measured run-to-run spread (``threshold_from_spread``), never less than ``MIN_THRESHOLD``.
+
+Levels: ``ok``; ``suspect`` when the latest measurement fails but is not confirmed; ``slow`` when at least
+``CONFIRM`` of the latest ``WINDOW`` measurements fail (several runs, or the agent measuring a failing figure
+again before it reports); ``faulty`` when an error counter says the hardware is broken (``counter_faults``);
+``unknown`` when nothing could be compared. Exit codes follow Nagios and NHC (``EXIT_CODES``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .base import Label, Text, WireModel
+from .gpu_specs import match_spec, pcie_peak_gbps
+
+
+class Level(str, Enum):
+    ok = "ok"
+    suspect = "suspect"
+    slow = "slow"
+    faulty = "faulty"
+    unknown = "unknown"
+
+
+#: What a job prolog, Slurm's HealthCheckProgram or node-problem-detector reads: 0 OK, 1 WARNING, 2 CRITICAL,
+#: 3 UNKNOWN. A confirmed shortfall is critical: one slow GPU holds back every rank of a synchronous job.
+EXIT_CODES = {Level.ok: 0, Level.suspect: 1, Level.slow: 2, Level.faulty: 2, Level.unknown: 3}
+#: Worst first: a machine's level is the worst of its GPUs' (a critical one outranks an unknown one).
+SEVERITY = (Level.faulty, Level.slow, Level.suspect, Level.unknown, Level.ok)
+
+#: Measurements of a figure a verdict looks at, newest first, and how many of them must fail to confirm.
+WINDOW = 3
+CONFIRM = 2
+#: Own-history measurements (before the window) needed for a history reference.
+MIN_HISTORY = 3
+#: Thresholds: spread-derived, within these bounds; the default where no spread has been measured yet.
+MIN_THRESHOLD = 0.03
+MAX_THRESHOLD = 0.30
+DEFAULT_THRESHOLD = 0.05
+#: Figures whose healthy runs dip further than their median deviation says: pinned host-to-device transfers on the
+#: H200 ended 2.6-5.8 % below their median in 4 of 23 healthy checks and dipped once in 2 more, which a 3 %
+#: threshold confirmed once as "slow" (docs/results/h200.md). A link that degrades halves the figure
+#: and is a fault of its own (``counter_faults``).
+MIN_THRESHOLDS = {"h2d": 0.10}
+
+
+def minimum_threshold(figure: str) -> float:
+    return MIN_THRESHOLDS.get(figure, MIN_THRESHOLD)
+#: A threshold is this many robust standard deviations (1.4826 MAD) of the run-to-run spread: with two of three
+#: measurements required, a healthy GPU fails by chance about once in 10^5 verdicts.
+SPREAD_SIGMAS = 3.0
+#: Per-GPU histories needed before a pooled spread replaces the default, and measurements each.
+SPREAD_MIN_GPUS = 1
+SPREAD_MIN_RUNS = 4
+
+#: The figures verdicts use: key -> (label, unit).
+HEALTH_FIGURES: dict[str, tuple[str, str]] = {
+    "matmul_bf16": ("BF16 matmul", "TFLOPS"),
+    "memory": ("memory", "GB/s"),
+    "h2d": ("host to device", "GB/s"),
+    "bert_fwdbwd": ("BERT fwd+bwd", "TFLOPS"),
+}
+
+#: Floors as a fraction of the datasheet (dense peak of the dtype, memory bandwidth, PCIe link peak at the card's
+#: maximum generation and width). Each sits well under every healthy card measured: bf16 matmul 68-71 % on the
+#: H200 (docs/results/h200.md), fp16 51-76 % in the transformers-benchmarks table; memory 79-93 % there, 88-91 %
+#: on the H200; BERT-large fwd+bwd 39-51 % of the fp16 peak there, 48 % on the H200; pinned transfers 87-88 % of
+#: the link on the H200. A GPU under its floor has lost about half of what its model delivers.
+FLOORS: dict[str, tuple[str, float]] = {
+    "matmul_bf16": ("bf16", 0.35),
+    "memory": ("bandwidth", 0.55),
+    "h2d": ("pcie", 0.45),
+    "bert_fwdbwd": ("fp16", 0.20),
+}
+
+#: XIDs that mean broken hardware (NVIDIA's XID catalogue); others are usually an application's fault.
+FATAL_XIDS: dict[int, str] = {
+    48: "double-bit ECC error",
+    62: "internal micro-controller halt",
+    64: "row remapper failure",
+    74: "NVLink error",
+    79: "fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    140: "unrecovered ECC error",
+}
+
+
+def floor_of(
+    figure: str, gpu_name: str, pcie_gen_max: int | None = None, pcie_width_max: int | None = None
+) -> float | None:
+    """The absolute floor of ``figure`` for a GPU the driver calls ``gpu_name``; None for a model not bundled."""
+    if figure not in FLOORS:
+        return None
+    source, fraction = FLOORS[figure]
+    if source == "pcie":
+        peak = pcie_peak_gbps(pcie_gen_max, pcie_width_max)
+        return peak * fraction if peak else None
+    spec = match_spec(gpu_name)
+    if spec is None:
+        return None
+    value = spec.bandwidth_gbps if source == "bandwidth" else spec.peak_tflops(source)
+    return value * fraction if value else None
+
+
+def _median(values: Sequence[float]) -> float:
+    """``statistics.median``, at a third of its cost: a fleet's verdicts take thousands of them."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def threshold_from_spread(
+    histories: Sequence[Sequence[float]], default: float = DEFAULT_THRESHOLD, minimum: float = MIN_THRESHOLD
+) -> float:
+    """The threshold of one figure of one GPU model from its GPUs' histories: ``SPREAD_SIGMAS`` times the median
+    over GPUs of each one's relative spread (MAD over median), within ``minimum`` and ``MAX_THRESHOLD``;
+    ``default`` (never under ``minimum``) without enough runs."""
+    spreads = []
+    for values in histories:
+        if len(values) >= SPREAD_MIN_RUNS:
+            mid = _median(values)
+            if mid > 0:
+                spreads.append(_median([abs(v - mid) for v in values]) / mid)
+    if len(spreads) < SPREAD_MIN_GPUS:
+        return max(default, minimum)
+    return min(MAX_THRESHOLD, max(minimum, SPREAD_SIGMAS * 1.4826 * _median(spreads)))
+
+
+ReferenceName = Literal["peers", "history", "floor"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: ReferenceName
+    value: float
+    margin: float  # a measurement fails below value * (1 - margin)
+    count: int = 0  # peers or history measurements the value is the median of
+
+    def fails(self, measured: float) -> bool:
+        return measured < self.value * (1 - self.margin)
+
+    @property
+    def text(self) -> str:
+        if self.name == "peers":
+            return f"its {self.count} peer{'s' if self.count != 1 else ''}' median"
+        if self.name == "history":
+            return f"its own median over {self.count} earlier runs"
+        return "its model's floor"
+
+
+@dataclass(frozen=True)
+class FigureJudgement:
+    figure: str
+    level: Level  # ok, suspect, slow or unknown (no reference)
+    value: float
+    references: tuple[Reference, ...]
+    threshold: float
+    failing: int  # of the latest ``window`` measurements, how many failed a reference
+    window: int
+
+    @property
+    def shortfall(self) -> tuple[Reference, float] | None:
+        """The reference the latest measurement falls furthest below, and by how much (0.2: 20 %)."""
+        failed = [(r, 1 - self.value / r.value) for r in self.references if r.fails(self.value)]
+        return max(failed, key=lambda item: item[1]) if failed else None
+
+    def ratio(self, name: ReferenceName) -> float | None:
+        ref = next((r for r in self.references if r.name == name), None)
+        return self.value / ref.value if ref and ref.value else None
+
+    @property
+    def reason(self) -> str | None:
+        worst = self.shortfall
+        if worst is None:
+            return None
+        ref, by = worst
+        label, unit = HEALTH_FIGURES.get(self.figure, (self.figure, ""))
+        margin = "" if ref.name == "floor" else f" (threshold {self.threshold:.0%})"
+        how = (
+            f"in {self.failing} of its last {self.window} measurements"
+            if self.level is Level.slow
+            else "in its latest measurement only"
+        )
+        return f"{label} {self.value:,.0f} {unit} is {by:.0%} below {ref.text} {ref.value:,.0f}{margin}, {how}"
+
+
+def judge(
+    figure: str,
+    measurements: Sequence[float],
+    *,
+    peers: tuple[float, int] | None = None,
+    floor: float | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> FigureJudgement:
+    """Judge one figure of one GPU from its measurements (newest first; at least one), the median of its peers'
+    latest values with their count, and its model's floor."""
+    history = list(measurements[WINDOW:])
+    refs: list[Reference] = []
+    if peers is not None and peers[1] > 0:
+        refs.append(Reference("peers", peers[0], threshold, peers[1]))
+    if len(history) >= MIN_HISTORY:
+        refs.append(Reference("history", _median(history), threshold, len(history)))
+    if floor is not None:
+        refs.append(Reference("floor", floor, 0.0))
+    window = list(measurements[:WINDOW])
+    failing = sum(any(r.fails(v) for r in refs) for v in window)
+    if not refs:
+        level = Level.unknown
+    elif not any(r.fails(window[0]) for r in refs):
+        level = Level.ok
+    else:
+        level = Level.slow if failing >= CONFIRM else Level.suspect
+    return FigureJudgement(figure, level, window[0], tuple(refs), threshold, failing, len(window))
+
+
+def counter_faults(
+    counters: Mapping[str, object] | None,
+    xids: Sequence[int] = (),
+    *,
+    pcie: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None),
+) -> list[str]:
+    """What the counters as a run ended (``GpuCounters`` fields), its XIDs and its PCIe link (generation seen,
+    its maximum, width seen, its maximum) say is broken, each naming its counter; empty when nothing is."""
+    faults = []
+    c = counters or {}
+    uncorrected = c.get("ecc_uncorrected_volatile")
+    if isinstance(uncorrected, int) and uncorrected > 0:
+        faults.append(f"{uncorrected} uncorrectable ECC error(s) since the driver loaded (ecc_uncorrected_volatile)")
+    if c.get("remapped_rows_failed") is True:
+        faults.append("a row remapping failed (remapped_rows_failed): the memory cannot be repaired")
+    if c.get("remapped_rows_pending") is True:
+        faults.append("a row remapping is pending (remapped_rows_pending): the GPU needs a reset")
+    if c.get("retired_pages_pending") is True:
+        faults.append("a page retirement is pending (retired_pages_pending): the GPU needs a reset")
+    down = c.get("nvlink_links_down")
+    if isinstance(down, int) and down > 0:
+        faults.append(f"{down} NVLink link(s) down (nvlink_links_down)")
+    for xid in sorted(set(xids)):
+        if xid in FATAL_XIDS:
+            faults.append(f"XID {xid} during the run: {FATAL_XIDS[xid]}")
+    gen, gen_max, width, width_max = pcie
+    if gen is not None and gen_max is not None and gen < gen_max:
+        faults.append(f"PCIe link at Gen{gen} under load, the card supports Gen{gen_max} (pcie_gen)")
+    if width is not None and width_max is not None and width < width_max:
+        faults.append(f"PCIe link x{width} under load, the card supports x{width_max} (pcie_width)")
+    return faults
+
+
+def worst(levels: Sequence[Level]) -> Level:
+    """The most severe of ``levels`` (``unknown`` for none)."""
+    return min(levels, key=SEVERITY.index) if levels else Level.unknown
+
+
+def gpu_level(faults: Sequence[str], judgements: Sequence[FigureJudgement]) -> Level:
+    """A GPU's level: faulty on any fault, else the worst of its figures that could be compared (a figure
+    with no reference does not hide the others' ``ok``); unknown when none could."""
+    if faults:
+        return Level.faulty
+    return worst([j.level for j in judgements if j.level is not Level.unknown])
+
+
+class FigureVerdict(WireModel):
+    """One figure of one GPU as judged: its latest value and the references it was held against."""
+
+    figure: Label
+    level: Level
+    value: Annotated[float, Field(ge=0)]
+    unit: Label
+    peers: Annotated[float, Field(ge=0)] | None = None
+    peer_count: Annotated[int, Field(ge=0)] = 0
+    history: Annotated[float, Field(ge=0)] | None = None
+    floor: Annotated[float, Field(ge=0)] | None = None
+    threshold: Annotated[float, Field(ge=0, le=1)]
+    failing: Annotated[int, Field(ge=0)]
+    window: Annotated[int, Field(ge=0)]
+    reason: Text | None = None
+
+
+class GpuVerdict(WireModel):
+    """One GPU's verdict, as the collector's ``/api/v1/verdicts`` answers and ``flopfleet-agent check --json``
+    prints it."""
+
+    uuid: Label | None = None
+    gpu_index: Annotated[int, Field(ge=0)] | None = None
+    gpu_model: Label
+    card: Label | None = None
+    host: Label
+    level: Level
+    reasons: tuple[Text, ...] = ()
+    run_id: Label | None = None
+    judged_by: Literal["collector", "agent"]
+    figures: tuple[FigureVerdict, ...] = ()
+
+
+def figure_verdict(j: FigureJudgement) -> FigureVerdict:
+    """The wire form of a judgement."""
+    refs = {r.name: r for r in j.references}
+    return FigureVerdict(
+        figure=j.figure,
+        level=j.level,
+        value=j.value,
+        unit=HEALTH_FIGURES.get(j.figure, (j.figure, "?"))[1],
+        peers=refs["peers"].value if "peers" in refs else None,
+        peer_count=refs["peers"].count if "peers" in refs else 0,
+        history=refs["history"].value if "history" in refs else None,
+        floor=refs["floor"].value if "floor" in refs else None,
+        threshold=j.threshold,
+        failing=j.failing,
+        window=j.window,
+        reason=j.reason,
+    )
+
+
+#: Flags that keep a result out of every figure (as the collector's ``figures.TRUSTED``).
+UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result"})
+
+
+def health_figure(result: object) -> str | None:
+    """Which health figure a result measures, if any (the same choice as the collector's figure definitions)."""
+    benchmark = getattr(result, "benchmark", None)
+    params = getattr(result, "params", None)
+    if benchmark == "matmul" and getattr(params, "dtype", None) == "bf16":
+        return "matmul_bf16"
+    if benchmark == "bandwidth":
+        return "memory"
+    if benchmark == "transfer" and getattr(params, "direction", None) == "h2d" and getattr(params, "pinned", False):
+        return "h2d"
+    if (benchmark == "layer" and getattr(params, "block", None) == "bert_layer"
+            and getattr(params, "mode", None) == "fwd+bwd" and getattr(params, "dtype", None) == "fp16"):  # fmt: skip
+        return "bert_fwdbwd"
+    return None
+
+
+def figure_values(results: Sequence[object]) -> dict[tuple[int | None, str], float]:
+    """(GPU index, health figure) -> the best trusted value of a run's results: TFLOPS or GB/s."""
+    best: dict[tuple[int | None, str], float] = {}
+    for r in results:
+        figure = health_figure(r)
+        metrics = getattr(r, "metrics", None)
+        if figure is None or metrics is None or getattr(r, "status", None) != "ok":
+            continue
+        if UNTRUSTED_FLAGS & set(getattr(r, "flags", ())):
+            continue
+        value = getattr(metrics, "tflops" if HEALTH_FIGURES[figure][1] == "TFLOPS" else "gbps", None)
+        if isinstance(value, float):
+            key = (getattr(r, "gpu_index", None), figure)
+            best[key] = max(best.get(key, 0.0), value)
+    return best
