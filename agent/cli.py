@@ -21,6 +21,7 @@ from schemas.verdicts import EXIT_CODES, Level
 from . import __version__, render
 from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
 from .errors import AgentError
+from .settings import KEYS, Resolved
 
 #: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
 EXIT_FAILED = 1
@@ -37,15 +38,23 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
-CollectorOpt = Annotated[
-    str | None, typer.Option("--collector", envvar="FLOPFLEET_COLLECTOR", help="Collector base URL.")
-]
+# Each of these is also read from FLOPFLEET_<NAME> and the config file (agent/settings.py: flags > env > file).
+CollectorOpt = Annotated[str | None, typer.Option("--collector", help="Collector base URL [env FLOPFLEET_COLLECTOR].")]
 TokenOpt = Annotated[
-    str | None, typer.Option("--token", envvar="FLOPFLEET_TOKEN", help="Bearer token for writes.", show_default=False)
+    str | None,
+    typer.Option("--token", help="Bearer token for writes [env FLOPFLEET_TOKEN]; prefer --token-file.",
+                 show_default=False),
+]  # fmt: skip
+TokenFileOpt = Annotated[
+    Path | None, typer.Option("--token-file", help="File holding the token [env FLOPFLEET_TOKEN_FILE].")
 ]
 SpoolOpt = Annotated[
     Path | None,
-    typer.Option("--spool-dir", envvar="FLOPFLEET_SPOOL_DIR", help="Where undelivered runs wait [default: cache]."),
+    typer.Option("--spool-dir", help="Where undelivered runs wait [env FLOPFLEET_SPOOL_DIR; default: cache]."),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="Settings file (TOML) [env FLOPFLEET_CONFIG; default: /etc/flopfleet/agent.toml]."),
 ]
 
 
@@ -53,8 +62,25 @@ def _names(values: list[str]) -> tuple[str, ...]:
     return tuple(n.strip() for v in values for n in v.split(",") if n.strip())
 
 
-def _upload_config(collector: str | None, token: str | None, spool_dir: Path | None) -> UploadConfig:
-    return UploadConfig(collector_url=collector, token=token, spool_dir=spool_dir or default_spool_dir(os.environ))
+def _settings(config: Path | None, token: str | None, **flags: object) -> Resolved:
+    """Flags (None: not given) over FLOPFLEET_<NAME> over the config file over the defaults."""
+    from .settings import resolve
+
+    return resolve(flags, os.environ, config, token)
+
+
+def _upload_config(settings: Resolved) -> UploadConfig:
+    spool = settings["spool_dir"]
+    return UploadConfig(
+        collector_url=settings["collector"],
+        token=settings.token,
+        spool_dir=Path(spool) if spool else default_spool_dir(os.environ),
+    )
+
+
+def _tags(settings: Resolved, flags: list[str] | None) -> dict[str, str]:
+    """The configured tags, then the command's ``--tag`` over them; each checked as ``--tag`` is."""
+    return parse_tags([*(f"{k}={v}" for k, v in settings["tags"].items()), *(flags or [])])
 
 
 class _CaseColumn(ProgressColumn):
@@ -105,22 +131,27 @@ def list_benchmarks(
 
 @app.command()
 def run(
-    suite: Annotated[str, typer.Option(help="quick, standard, full or health")] = "quick",
+    suite: Annotated[str | None, typer.Option(help="quick, standard, full or health [default: quick]")] = None,
     device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
     gpus: Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
     collector: CollectorOpt = None,
     token: TokenOpt = None,
+    token_file: TokenFileOpt = None,
+    config: ConfigOpt = None,
     output: Annotated[Path | None, typer.Option(help="Write the run JSON here.")] = None,
     tag: Annotated[list[str] | None, typer.Option(help="key=value label stored with the run; repeatable.")] = None,
     only: Annotated[list[str] | None, typer.Option(help="Run only these benchmarks (names or a,b).")] = None,
     skip: Annotated[list[str] | None, typer.Option(help="Skip these benchmarks (names or a,b).")] = None,
     time_budget: Annotated[float | None, typer.Option(help="Seconds; cases after it are 'skipped'.")] = None,
-    attn: Annotated[str, typer.Option(help="Attention implementation for layers and training.")] = "sdpa",
+    attn: Annotated[
+        str | None, typer.Option(help="Attention implementation for layers and training [default: sdpa].")
+    ] = None,
     spool_dir: SpoolOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     parallel: Annotated[
-        bool, typer.Option(help="Measure the GPUs at once (results flagged 'parallel'), not one after another.")
-    ] = False,
+        bool | None,
+        typer.Option(help="Measure the GPUs at once (results flagged 'parallel'), not one after another."),
+    ] = None,
     nnodes: Annotated[int, typer.Option(help="Machines in a multi-node collective/DDP run.")] = 1,
     node_rank: Annotated[int, typer.Option(help="This machine's number, 0..nnodes-1.")] = 0,
     master_addr: Annotated[str, typer.Option(help="Host of node 0, where the workers meet.")] = "127.0.0.1",
@@ -129,8 +160,8 @@ def run(
         bool, typer.Option(help="Read the node layout from torchrun's or Slurm's environment.")
     ] = False,
     isolation: Annotated[
-        str, typer.Option(help="Where device benchmarks run: process (a child per device) or inline.")
-    ] = "process",
+        str | None, typer.Option(help="Where device benchmarks run: process (a child per device) or inline.")
+    ] = None,
     case_timeout: Annotated[
         float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
     ] = None,
@@ -143,23 +174,27 @@ def run(
     from .session import execute
     from .upload import deliver
 
-    config = RunConfig(
-        suite=suite,
-        device=device or _default_device(),
-        gpus=parse_gpus(gpus),
+    settings = _settings(config, token, suite=suite, device=device, gpus=gpus, collector=collector,
+                         token_file=token_file and str(token_file), spool_dir=spool_dir and str(spool_dir),
+                         time_budget=time_budget, attn=attn, parallel=parallel, isolation=isolation,
+                         case_timeout=case_timeout)  # fmt: skip
+    run_config = RunConfig(
+        suite=settings["suite"],
+        device=settings["device"] or _default_device(),
+        gpus=parse_gpus(settings["gpus"]),
         only=_names(only or []),
         skip=_names(skip or []),
-        time_budget_s=time_budget,
-        attn_implementation=attn,  # type: ignore[arg-type]  # RunConfig names the allowed values
-        tags=parse_tags(tag or []),
+        time_budget_s=settings["time_budget"],
+        attn_implementation=settings["attn"],
+        tags=_tags(settings, tag),
         output=output,
-        upload=_upload_config(collector, token, spool_dir),
+        upload=_upload_config(settings),
         nodes=from_launcher(os.environ)
         if nodes_from_env
         else Nodes(count=nnodes, rank=node_rank, master_addr=master_addr, master_port=master_port),
-        parallel=parallel,
-        isolation=isolation,  # type: ignore[arg-type]  # RunConfig names the allowed values
-        case_timeout_s=case_timeout,
+        parallel=settings["parallel"],
+        isolation=settings["isolation"],
+        case_timeout_s=settings["case_timeout"],
     )
     with Progress(
         _CaseColumn(),
@@ -180,19 +215,19 @@ def run(
                 task, total=event.total, completed=event.done, bench=event.benchmark, description=event.label
             )
 
-        submission = execute(config, on_event)
+        submission = execute(run_config, on_event)
     out.print(render.summary_table(submission))
     for line in render.problems(submission):
         err.print(Text.assemble(("note", "yellow"), ": ", line))
-    if config.output is not None:
-        config.output.parent.mkdir(parents=True, exist_ok=True)
-        config.output.write_text(submission.model_dump_json(indent=1), encoding="utf-8")
-        out.print(literal(f"run written to {config.output}"))
-    if config.upload.collector_url:
+    if run_config.output is not None:
+        run_config.output.parent.mkdir(parents=True, exist_ok=True)
+        run_config.output.write_text(submission.model_dump_json(indent=1), encoding="utf-8")
+        out.print(literal(f"run written to {run_config.output}"))
+    if run_config.upload.collector_url:
         from .upload import new_client
 
         with new_client() as client:
-            delivery = deliver(submission, config.upload, client)
+            delivery = deliver(submission, run_config.upload, client)
         delivered = delivery.status in ("sent", "duplicate")
         (out if delivered else err).print(render.delivery_line(delivery))
         if not delivered:
@@ -205,6 +240,8 @@ def check(
     gpus: Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
     collector: CollectorOpt = None,
     token: TokenOpt = None,
+    token_file: TokenFileOpt = None,
+    config: ConfigOpt = None,
     spool_dir: SpoolOpt = None,
     from_collector: Annotated[
         bool, typer.Option("--from-collector", help="Measure nothing: read this machine's latest verdicts.")
@@ -234,14 +271,18 @@ def check(
     from .upload import new_client
 
     try:
-        config = CheckConfig(
+        # The profile is check's own (--suite only): a configured suite is run's.
+        settings = _settings(config, token, device=device, gpus=gpus, collector=collector,
+                             token_file=token_file and str(token_file), spool_dir=spool_dir and str(spool_dir),
+                             case_timeout=case_timeout)  # fmt: skip
+        check_config = CheckConfig(
             run=RunConfig(
                 suite=suite,
-                device=device or _default_device(),
-                gpus=parse_gpus(gpus),
-                tags={"check": "profile", **parse_tags(tag or [])},
-                upload=replace(_upload_config(collector, token, spool_dir), retries=1),
-                case_timeout_s=case_timeout,
+                device=settings["device"] or _default_device(),
+                gpus=parse_gpus(settings["gpus"]),
+                tags={"check": "profile", **_tags(settings, tag)},
+                upload=replace(_upload_config(settings), retries=1),
+                case_timeout_s=settings["case_timeout"],
             ),
             from_collector=from_collector,
             remeasure=remeasure,
@@ -250,10 +291,10 @@ def check(
         def machine_gpus() -> tuple[Gpu, ...]:
             from .machine import describe_machine
 
-            return describe_machine(config.run.device).gpus
+            return describe_machine(check_config.run.device).gpus
 
         with new_client() as client:
-            outcome = run_check(config, client, execute, machine_gpus)
+            outcome = run_check(check_config, client, execute, machine_gpus)
     except AgentError as exc:  # the check could not say: UNKNOWN, as a monitoring plugin does
         err.print(Text.assemble(("error", "red"), ": ", literal(exc)))
         raise typer.Exit(EXIT_CODES[Level.unknown]) from None
@@ -277,7 +318,13 @@ def check(
 
 
 @app.command()
-def push(collector: CollectorOpt = None, token: TokenOpt = None, spool_dir: SpoolOpt = None) -> None:
+def push(
+    collector: CollectorOpt = None,
+    token: TokenOpt = None,
+    token_file: TokenFileOpt = None,
+    config: ConfigOpt = None,
+    spool_dir: SpoolOpt = None,
+) -> None:
     """Send every spooled run to the collector; each file is removed only on the collector's receipt for it.
 
     Exits 75 when a run is still spooled, 1 when a spool entry is not a readable run (skipped or failed).
@@ -285,13 +332,15 @@ def push(collector: CollectorOpt = None, token: TokenOpt = None, spool_dir: Spoo
     from .upload import new_client
     from .upload import push as push_spooled
 
-    config = _upload_config(collector, token, spool_dir)
-    if not config.collector_url:
-        raise AgentError("push needs --collector URL (or FLOPFLEET_COLLECTOR)")
+    settings = _settings(config, token, collector=collector, token_file=token_file and str(token_file),
+                         spool_dir=spool_dir and str(spool_dir))  # fmt: skip
+    upload = _upload_config(settings)
+    if not upload.collector_url:
+        raise AgentError("push needs --collector URL (or FLOPFLEET_COLLECTOR, or collector in the config file)")
     with new_client() as client:
-        deliveries = push_spooled(config, client)
+        deliveries = push_spooled(upload, client)
     if not deliveries:
-        out.print(literal(f"nothing spooled in {config.spool_dir}"))
+        out.print(literal(f"nothing spooled in {upload.spool_dir}"))
     for delivery in deliveries:
         (out if delivery.status in ("sent", "duplicate") else err).print(render.delivery_line(delivery))
     statuses = {d.status for d in deliveries}
@@ -299,6 +348,30 @@ def push(collector: CollectorOpt = None, token: TokenOpt = None, spool_dir: Spoo
         raise typer.Exit(EXIT_FAILED)  # a person has to look: sending again will not help
     if "spooled" in statuses:
         raise typer.Exit(EXIT_KEPT)
+
+
+config_app = typer.Typer(help="The agent's settings: file, environment and flags.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON, for programs.")] = False,
+) -> None:
+    """Print every setting in force and where it came from (flag, env, file or default); the token only as set."""
+    import json
+
+    settings = _settings(config, None)
+    if as_json:
+        body = {
+            "file": str(settings.file) if settings.file else None,
+            "settings": {k: {"value": settings[k], "source": settings.sources[k]} for k in KEYS},
+            "token": {"set": settings.token is not None, "source": settings.token_source},
+        }
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        return
+    out.print(render.settings_table(settings))
 
 
 @app.command()

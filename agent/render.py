@@ -19,6 +19,7 @@ from schemas.verdicts import FigureVerdict, GpuVerdict, Level
 
 from .benchmarks import AnyBenchmark
 from .counters import alarms
+from .settings import Resolved
 from .suites import Suite
 from .upload import Delivery
 
@@ -183,3 +184,17 @@ def _figure_text(f: FigureVerdict) -> str:
 #: The words a Nagios-style consumer expects beside each exit code.
 NAGIOS = {Level.ok: "OK", Level.suspect: "WARNING", Level.slow: "CRITICAL", Level.faulty: "CRITICAL",
           Level.unknown: "UNKNOWN"}  # fmt: skip
+
+
+def settings_table(settings: Resolved) -> Table:
+    """Each setting, its value and where it came from; the token only as set or not, never its value."""
+    table = Table(
+        "setting", "value", "from", header_style="bold", title=literal(f"config file: {settings.file or 'none'}")
+    )
+    for name, value in settings.values.items():
+        shown = ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else value
+        table.add_row(literal(name), literal("" if shown is None else shown), literal(settings.sources[name], "dim"))
+    table.add_row(
+        literal("token"), literal("set" if settings.token else "not set"), literal(settings.token_source, "dim")
+    )
+    return table

@@ -32,6 +32,8 @@ from .spool import entries, read_spooled, write_spool
 RUNS_PATH = "/api/v1/runs"
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
+#: The most a collector's Retry-After makes an agent wait per attempt.
+RETRY_AFTER_CAP_S = 120.0
 #: A receipt is about 100 bytes; an answer is read up to this many and no further.
 MAX_ANSWER_BYTES = 64 * 1024
 
@@ -122,6 +124,7 @@ class _Answer:
     encoding: str
     body: bytes  # at most MAX_ANSWER_BYTES
     complete: bool  # False when the answer went on past MAX_ANSWER_BYTES
+    retry_after_s: float | None = None  # what a 429 or 503 asked for (seconds; an HTTP date is not honoured)
 
 
 def _exchange(client: httpx.Client, url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> _Answer:
@@ -150,7 +153,19 @@ def _exchange(client: httpx.Client, url: str, body: bytes, headers: dict[str, st
         encoding=response.headers.get("content-encoding", "").strip().lower() or "identity",
         body=bytes(kept[:MAX_ANSWER_BYTES]),
         complete=len(kept) <= MAX_ANSWER_BYTES,
+        retry_after_s=_retry_after(response.headers.get("retry-after")),
     )
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After: <seconds>``, capped at ``RETRY_AFTER_CAP_S``; None when absent or not a number."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    if seconds is None or seconds != seconds or seconds < 0:
+        return None
+    return min(seconds, RETRY_AFTER_CAP_S)
 
 
 def _described(answer: _Answer) -> str:
@@ -216,9 +231,14 @@ def post(
         except NoAnswer as exc:
             why = str(exc)
             continue
-        if answer.status < 500:
+        if answer.status < 500 and answer.status != 429:
             return _receipt(answer, run_id)  # a 4xx or a 2xx that is no receipt will not get better
         why = f"HTTP {answer.status}: {_error_text(answer)}"
+        # A collector that asks for time (429, or 503 with Retry-After) gets it, with jitter so that the agents it
+        # turned away do not all come back in the same second.
+        wait = answer.retry_after_s
+        if wait is not None and attempt < config.retries:
+            sleep(wait * rng.uniform(1.0, 1.5))
     return None, why
 
 

@@ -31,6 +31,8 @@ from .validation import Validator
 
 log = logging.getLogger("flopfleet.collector")
 RUNS_PATH = "/api/v1/runs"
+#: What a 503 or 429 asks a client to wait (seconds); agents add up to half again at random (agent/upload.py).
+RETRY_AFTER_S = 5
 
 
 def error_response(
@@ -84,6 +86,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.metrics = metrics = Metrics()
     app.state.validator = Validator(settings.validate_workers)
     app.state.stopping = False
+    app.state.posts_in_flight = 0
     for router in (health.router, runs.router, sql.router, reports.router, admin.router, pages.router):
         app.include_router(router)
 
@@ -95,8 +98,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         if request.method == "POST" and request.url.path == RUNS_PATH:
             metrics.rejected.labels(reason=exc.code).inc()
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-        if exc.status_code == 503:
-            headers = {"Retry-After": "5"}
+        if exc.status_code in (503, 429):
+            headers = {"Retry-After": str(RETRY_AFTER_S)}
         return error_response(exc.status_code, exc.code, exc.message, exc.details, headers)
 
     @app.exception_handler(RequestValidationError)
@@ -121,7 +124,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         if live is not None:
             live.report_fatal(exc)
         message = f"the database cannot answer now: {scrub(str(exc).splitlines()[0], settings.db)}"
-        return error_response(503, StorageUnavailable.code, message, headers={"Retry-After": "5"})
+        return error_response(503, StorageUnavailable.code, message, headers={"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(ClientDisconnect)
     async def client_left(_: Request, exc: ClientDisconnect) -> JSONResponse:

@@ -11,6 +11,7 @@ CollectorError
  ├── QueryFailed         SQL that DuckDB could not run, or that ran past its time limit (400)
  ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)
  ├── OlderDatabase       a file an older collector wrote, opened read-only: it must be opened for writing once
+ ├── Busy                too many posts in flight: send the run again after Retry-After (429)
  └── StorageUnavailable  the database cannot take or answer requests now (a full disk, say): try again later (503)
 """
 
@@ -79,6 +80,11 @@ class QueryFailed(CollectorError):
 class DatabaseBusy(CollectorError):
     status_code = 503
     code = "database_busy"
+
+
+class Busy(CollectorError):
+    status_code = 429
+    code = "busy"
 
 
 class OlderDatabase(CollectorError):

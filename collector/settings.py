@@ -46,6 +46,9 @@ class Settings:
     idle_timeout_s: float = 5.0  # a kept-alive connection with no new request is closed after this
     max_connections: int = 1000  # open at once; also kept under the open-file limit. Past it, idle ones go first
     write_timeout_s: float = 120.0  # the longest a post waits for the database before it is answered 503
+    # Posts being read, validated or stored at once; past it a post is answered 429 with Retry-After at once, before
+    # its body is read, so an overloaded collector sheds load instead of timing out every agent.
+    max_posts_in_flight: int = 256
     # Raw results, GPU samples and JSON of runs older than this many days move to Parquet under archive_dir (their
     # figures and summaries stay); 0 keeps everything in the database.
     retention_days: int = 0
@@ -66,8 +69,8 @@ class Settings:
             raise CollectorError("validate_workers must be -1 (automatic), 0 (in-process) or a count")
         if self.validate_workers == -1:
             object.__setattr__(self, "validate_workers", min(4, max(0, (os.cpu_count() or 1) - 1)))
-        if self.db_threads < 1:
-            raise CollectorError("db_threads must be at least 1")
+        if self.db_threads < 1 or self.max_posts_in_flight < 1:
+            raise CollectorError("db_threads and max_posts_in_flight must be at least 1")
         if min(self.sql_max_bytes, self.max_header_bytes) < 1024 or self.max_connections < 1:
             raise CollectorError("sql_max_bytes and max_header_bytes must be at least 1024, max_connections 1")
         if min(self.header_timeout_s, self.body_timeout_s, self.idle_timeout_s, self.write_timeout_s) <= 0:

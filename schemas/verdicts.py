@@ -57,6 +57,8 @@ MIN_THRESHOLDS = {"h2d": 0.10}
 
 def minimum_threshold(figure: str) -> float:
     return MIN_THRESHOLDS.get(figure, MIN_THRESHOLD)
+
+
 #: A threshold is this many robust standard deviations (1.4826 MAD) of the run-to-run spread: with two of three
 #: measurements required, a healthy GPU fails by chance about once in 10^5 verdicts.
 SPREAD_SIGMAS = 3.0

@@ -12,7 +12,11 @@ from fastapi import APIRouter, Query, Request, Response
 from schemas import RunAccepted, RunsPage, RunSummary
 
 from ..auth import Reader, Writer
-from ..errors import BadEncoding, BadGzip, InvalidRun, PayloadTooLarge, StorageUnavailable
+from ..errors import BadEncoding, BadGzip, Busy, InvalidRun, PayloadTooLarge, StorageUnavailable
+from ..metrics import Metrics
+from ..settings import Settings
+from ..store import Store
+from ..validation import Validator
 from .deps import LiveStoreDep, MetricsDep, SettingsDep, StoreDep, ValidatorDep
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
@@ -27,6 +31,7 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
         401: {"description": "No token, or not a valid one"},
         409: {"description": "This run_id is stored with different content"},
         413: {"description": "The body is over the size limit (on the wire or after gunzip)"},
+        429: {"description": "Too many posts in flight; send the run again after Retry-After seconds"},
         503: {"description": "The database cannot store runs now (a full disk, say); send the run again later"},
         415: {"description": "A Content-Encoding other than gzip"},
         422: {"description": "The run is invalid; the message names each failing field"},
@@ -39,6 +44,19 @@ async def post_run(
     settings: SettingsDep,
     metrics: MetricsDep,
     validator: ValidatorDep,
+) -> Response:
+    state = request.app.state  # the event loop's own counter: no lock needed
+    if state.posts_in_flight >= settings.max_posts_in_flight:
+        raise Busy(f"{state.posts_in_flight} runs are being stored; send this one again shortly")
+    state.posts_in_flight += 1
+    try:
+        return await _store_posted(request, token, store, settings, metrics, validator)
+    finally:
+        state.posts_in_flight -= 1
+
+
+async def _store_posted(
+    request: Request, token: str, store: Store, settings: Settings, metrics: Metrics, validator: Validator
 ) -> Response:
     body, gzipped = await read_body(request, settings.max_body_bytes)
     checked = await validator.check(body, gzip_it=gzipped is None)

@@ -70,7 +70,7 @@ def test_a_counter_makes_a_fast_gpu_faulty() -> None:
     )
 
 
-def _fleet(path: Path, this_machine: list[float], *, name: str = H200, **gpu_fields: Any) -> None:
+def fleet_with_this_machine(path: Path, this_machine: list[float], *, name: str = H200, **gpu_fields: Any) -> None:
     """A collector database with three healthy H200 machines and this one (named as this host is)."""
     with Store(path) as store:
         for n in range(3):
@@ -93,7 +93,7 @@ def test_check_from_the_collector_exits_with_the_verdict(
     tmp_path: Path, this_machine: list[float], fields: dict[str, Any], name: str, code: int, word: str
 ) -> None:
     db = tmp_path / "fleet.duckdb"
-    _fleet(db, this_machine, name=name, **fields)
+    fleet_with_this_machine(db, this_machine, name=name, **fields)
     with serve_collector(db) as site:
         done = agent_cli("check", "--from-collector", "--collector", site.url, "--token", site.token, "--device",
                          "cpu")  # fmt: skip
@@ -108,7 +108,7 @@ def test_check_from_the_collector_exits_with_the_verdict(
 
 def test_a_confirmed_shortfall_in_the_collectors_history_is_critical(tmp_path: Path) -> None:
     db = tmp_path / "fleet.duckdb"
-    _fleet(db, [681.0, 560.0])
+    fleet_with_this_machine(db, [681.0, 560.0])
     with Store(db) as store:
         store.add_run(_machine([680.0, 562.0], hour=1))  # a second low run of GPU 1
         store.settle()

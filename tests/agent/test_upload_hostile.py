@@ -272,6 +272,28 @@ def test_5xx_is_retried_with_backoff_and_then_spooled(tmp_path: Path) -> None:
     assert (delivery.status, delivery.detail) == ("spooled", "HTTP 503: disk full")
 
 
+def test_a_busy_collector_is_given_the_time_it_asks_for_with_jitter(tmp_path: Path) -> None:
+    # 429 (its queue is full) is retried, not spooled at once as other 4xx are; Retry-After sets the wait, spread
+    # by up to half again so that the agents it turned away come back apart; a 503 that asks is waited for too.
+    body = json.dumps({"error": {"code": "busy", "message": "queue full"}}).encode()
+    for status in ("429 Too Many Requests", "503 Service Unavailable"):
+        sleeps: list[float] = []
+        with serve(fixed(status, body, Content_Type="application/json", Retry_After="7")) as peer:
+            config = UploadConfig(collector_url=peer.url, spool_dir=tmp_path / "spool", retries=2)
+            with new_client() as client:
+                delivery = deliver(RUN, config, client, sleep=sleeps.append)
+        assert len(peer.requests) == 3, status
+        asked = [s for s in sleeps if s >= 7.0]
+        assert len(asked) == 2 and all(7.0 <= s <= 10.5 for s in asked), sleeps
+        assert delivery.status == "spooled" and delivery.detail == f"HTTP {status[:3]}: queue full"
+    with serve(fixed("429 Too Many Requests", body, Retry_After="86400")) as peer:
+        sleeps = []
+        with new_client() as client:
+            deliver(RUN, UploadConfig(collector_url=peer.url, spool_dir=tmp_path / "s2", retries=1), client,
+                    sleep=sleeps.append)  # fmt: skip
+    assert max(sleeps) <= 120 * 1.5  # a day is not waited for
+
+
 #: Runs its arguments and writes their peak RSS (KiB) to argv[1]. Linux counts a child's memory from before its
 #: exec in ru_maxrss, so the agent is started from this small process, not straight from a pytest that holds torch.
 _MEASURE = (
