@@ -39,22 +39,28 @@ out = Console()
 err = Console(stderr=True)
 
 # Each of these is also read from FLOPFLEET_<NAME> and the config file (agent/settings.py: flags > env > file).
-CollectorOpt = Annotated[str | None, typer.Option("--collector", help="Collector base URL [env FLOPFLEET_COLLECTOR].")]
+CollectorOpt = Annotated[str | None, typer.Option("--collector", help="Collector base URL (env FLOPFLEET_COLLECTOR).")]
 TokenOpt = Annotated[
     str | None,
-    typer.Option("--token", help="Bearer token for writes [env FLOPFLEET_TOKEN]; prefer --token-file.",
+    typer.Option("--token", help="Bearer token for writes (env FLOPFLEET_TOKEN); prefer --token-file.",
                  show_default=False),
 ]  # fmt: skip
 TokenFileOpt = Annotated[
-    Path | None, typer.Option("--token-file", help="File holding the token [env FLOPFLEET_TOKEN_FILE].")
+    Path | None, typer.Option("--token-file", help="File holding the token (env FLOPFLEET_TOKEN_FILE).")
 ]
 SpoolOpt = Annotated[
     Path | None,
-    typer.Option("--spool-dir", help="Where undelivered runs wait [env FLOPFLEET_SPOOL_DIR; default: cache]."),
+    typer.Option("--spool-dir", help="Where undelivered runs wait (env FLOPFLEET_SPOOL_DIR; default: cache)."),
+]
+DeviceOpt = Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda when present)")]
+GpusOpt = Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 (default: all)")]
+TagOpt = Annotated[list[str] | None, typer.Option(help="key=value label stored with the run; repeatable.")]
+CaseTimeoutOpt = Annotated[
+    float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", help="Settings file (TOML) [env FLOPFLEET_CONFIG; default: /etc/flopfleet/agent.toml]."),
+    typer.Option("--config", help="Settings file (TOML) (env FLOPFLEET_CONFIG; default: /etc/flopfleet/agent.toml)."),
 ]
 
 
@@ -99,7 +105,7 @@ def _default_device() -> str:
 @app.command()
 def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print the machine as the wire schema's JSON.")] = False,
-    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+    device: DeviceOpt = None,
 ) -> None:
     """Show this machine: software versions and, per GPU, memory, clocks, power limit and PCIe link."""
     from .machine import describe_machine
@@ -114,7 +120,7 @@ def info(
 @app.command("list")
 def list_benchmarks(
     suite: Annotated[str, typer.Option(help="quick, standard, full or health")] = "standard",
-    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
+    device: DeviceOpt = None,
 ) -> None:
     """List every benchmark in a suite with its cases (the names --only and --skip take)."""
     from .session import targets_for
@@ -131,20 +137,20 @@ def list_benchmarks(
 
 @app.command()
 def run(
-    suite: Annotated[str | None, typer.Option(help="quick, standard, full or health [default: quick]")] = None,
-    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
-    gpus: Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
+    suite: Annotated[str | None, typer.Option(help="quick, standard, full or health (default: quick)")] = None,
+    device: DeviceOpt = None,
+    gpus: GpusOpt = None,
     collector: CollectorOpt = None,
     token: TokenOpt = None,
     token_file: TokenFileOpt = None,
     config: ConfigOpt = None,
     output: Annotated[Path | None, typer.Option(help="Write the run JSON here.")] = None,
-    tag: Annotated[list[str] | None, typer.Option(help="key=value label stored with the run; repeatable.")] = None,
+    tag: TagOpt = None,
     only: Annotated[list[str] | None, typer.Option(help="Run only these benchmarks (names or a,b).")] = None,
     skip: Annotated[list[str] | None, typer.Option(help="Skip these benchmarks (names or a,b).")] = None,
     time_budget: Annotated[float | None, typer.Option(help="Seconds; cases after it are 'skipped'.")] = None,
     attn: Annotated[
-        str | None, typer.Option(help="Attention implementation for layers and training [default: sdpa].")
+        str | None, typer.Option(help="Attention implementation for layers and training (default: sdpa).")
     ] = None,
     spool_dir: SpoolOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -162,9 +168,7 @@ def run(
     isolation: Annotated[
         str | None, typer.Option(help="Where device benchmarks run: process (a child per device) or inline.")
     ] = None,
-    case_timeout: Annotated[
-        float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
-    ] = None,
+    case_timeout: CaseTimeoutOpt = None,
 ) -> None:
     """Run a suite, print a summary, write the run JSON and post it to a collector.
 
@@ -236,8 +240,8 @@ def run(
 
 @app.command()
 def check(
-    device: Annotated[str | None, typer.Option(help="cuda or cpu [default: cuda when present]")] = None,
-    gpus: Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 [default: all]")] = None,
+    device: DeviceOpt = None,
+    gpus: GpusOpt = None,
     collector: CollectorOpt = None,
     token: TokenOpt = None,
     token_file: TokenFileOpt = None,
@@ -247,14 +251,12 @@ def check(
         bool, typer.Option("--from-collector", help="Measure nothing: read this machine's latest verdicts.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdicts as JSON, for programs.")] = False,
-    suite: Annotated[str, typer.Option(help="The profile measured [default: health].")] = "health",
+    suite: Annotated[str, typer.Option(help="The profile measured (default: health).")] = "health",
     remeasure: Annotated[
         bool, typer.Option(help="Measure a figure that failed once again before giving the verdict.")
     ] = True,
-    tag: Annotated[list[str] | None, typer.Option(help="key=value label stored with the run; repeatable.")] = None,
-    case_timeout: Annotated[
-        float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
-    ] = None,
+    tag: TagOpt = None,
+    case_timeout: CaseTimeoutOpt = None,
 ) -> None:
     """A preflight for job prologs and health checks: one line per GPU, and the exit code to act on.
 
