@@ -76,7 +76,6 @@ class _Progress:
     runs: list[RunSubmission] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    posted: bool = False
 
 
 def check(

@@ -69,10 +69,12 @@ def _names(values: list[str]) -> tuple[str, ...]:
 
 
 def _settings(config: Path | None, token: str | None, **flags: object) -> Resolved:
-    """Flags (None: not given) over FLOPFLEET_<NAME> over the config file over the defaults."""
+    """Flags (None: not given) over FLOPFLEET_<NAME> over the config file over the defaults; paths as text, as a
+    file or the environment gives them."""
     from .settings import resolve
 
-    return resolve(flags, os.environ, config, token)
+    given = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()}
+    return resolve(given, os.environ, config, token)
 
 
 def _upload_config(settings: Resolved) -> UploadConfig:
@@ -179,7 +181,7 @@ def run(
     from .upload import deliver
 
     settings = _settings(config, token, suite=suite, device=device, gpus=gpus, collector=collector,
-                         token_file=token_file and str(token_file), spool_dir=spool_dir and str(spool_dir),
+                         token_file=token_file, spool_dir=spool_dir,
                          time_budget=time_budget, attn=attn, parallel=parallel, isolation=isolation,
                          case_timeout=case_timeout)  # fmt: skip
     run_config = RunConfig(
@@ -275,7 +277,7 @@ def check(
     try:
         # The profile is check's own (--suite only): a configured suite is run's.
         settings = _settings(config, token, device=device, gpus=gpus, collector=collector,
-                             token_file=token_file and str(token_file), spool_dir=spool_dir and str(spool_dir),
+                             token_file=token_file, spool_dir=spool_dir,
                              case_timeout=case_timeout)  # fmt: skip
         check_config = CheckConfig(
             run=RunConfig(
@@ -334,8 +336,8 @@ def push(
     from .upload import new_client
     from .upload import push as push_spooled
 
-    settings = _settings(config, token, collector=collector, token_file=token_file and str(token_file),
-                         spool_dir=spool_dir and str(spool_dir))  # fmt: skip
+    settings = _settings(config, token, collector=collector, token_file=token_file,
+                         spool_dir=spool_dir)  # fmt: skip
     upload = _upload_config(settings)
     if not upload.collector_url:
         raise AgentError("push needs --collector URL (or FLOPFLEET_COLLECTOR, or collector in the config file)")
