@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(eval) ,_,$(TORCH_SPEC)))
 
-.PHONY: demo test test-gpu lint format schema gpu-wheels clean
+.PHONY: demo test test-gpu test-oldest lint format schema gpu-wheels clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV_ARGS) $(VENV)
@@ -29,6 +29,30 @@ test: $(STAMP)
 
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -m gpu $(PYTEST_ARGS)
+
+# The oldest torch and transformers the agent supports (pyproject's agent extra), in a venv of their own: the agent's
+# tests run there as in .venv. PyPI's torch 2.2 is a CUDA build (about 2.5 GB with its nvidia-* wheels) that imports
+# and runs without a GPU; it needs numpy < 2, and so a pyarrow before 26 for the collector the tests start. Another
+# pair through the same target, e.g. the last transformers 4.x on this torch:
+#     make test-oldest OLDEST_VENV=.venv-tf4 OLDEST_TORCH=torch==2.13.0 OLDEST_TRANSFORMERS=transformers==4.57.6
+OLDEST_VENV ?= .venv-oldest
+OLDEST_TORCH ?= torch==2.2.2
+OLDEST_TRANSFORMERS ?= transformers==4.40.2
+OLDEST_PINS ?= "numpy<2" "pyarrow<26"
+OLDEST_TESTS ?= tests/agent tests/e2e
+OLDEST_BIN := $(OLDEST_VENV)/bin
+OLDEST_STAMP := $(OLDEST_VENV)/.installed-$(subst =,_,$(OLDEST_TORCH))-$(subst =,_,$(OLDEST_TRANSFORMERS))
+
+$(OLDEST_STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_BIN)/python -m pip install --quiet --upgrade pip
+	$(OLDEST_BIN)/python -m pip install --quiet "$(OLDEST_TORCH)" "$(OLDEST_TRANSFORMERS)" $(OLDEST_PINS) \
+		-e ".[agent,collector]" "pytest>=8"
+	touch $@
+
+test-oldest: $(OLDEST_STAMP)
+	$(OLDEST_BIN)/python -c "import torch, transformers; print('torch', torch.__version__, transformers.__version__)"
+	$(OLDEST_BIN)/python -m pytest -m "not gpu" $(OLDEST_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -21,6 +21,7 @@ from schemas import (
     CollectiveResult,
     Flag,
     Gpu,
+    InferenceResult,
     LayerResult,
     MamfResult,
     MatmulResult,
@@ -48,6 +49,7 @@ RESULT_MODELS: dict[str, type[Any]] = {
     "transfer": TransferResult,
     "layer": LayerResult,
     "training": TrainingResult,
+    "inference": InferenceResult,
     "collective": CollectiveResult,
 }
 HIGH_CV = 0.10

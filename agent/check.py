@@ -12,7 +12,9 @@ measures nothing and reads this machine's latest verdicts.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import httpx
@@ -40,7 +42,9 @@ from .errors import AgentError
 from .upload import Delivery, deliver
 
 #: The benchmark of the health profile that measures each figure: what a re-measurement runs.
-FIGURE_BENCHMARKS = {"matmul_bf16": "matmul", "memory": "bandwidth", "h2d": "transfer", "bert_fwdbwd": "layer_bert"}
+FIGURE_BENCHMARKS = {
+    "matmul_bf16": "matmul", "memory": "bandwidth", "h2d": "transfer", "bert_fwdbwd": "layer_bert_torch",
+}  # fmt: skip
 VERDICTS_PATH = "/api/v1/verdicts"
 _VERDICTS = TypeAdapter(list[GpuVerdict])
 
@@ -58,6 +62,8 @@ class CheckOutcome:
     notes: tuple[str, ...] = ()
     runs: tuple[RunSubmission, ...] = ()  # newest first: a re-measurement, then the profile
     deliveries: tuple[Delivery, ...] = ()
+    #: Where the check's time went (measure, deliver, verdicts; summed over a re-measurement), for prolog budgets.
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def level(self) -> Level:
@@ -76,6 +82,15 @@ class _Progress:
     runs: list[RunSubmission] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.perf_counter() - start, 3)
 
 
 def check(
@@ -104,22 +119,26 @@ def check(
             )
             again = replace(config.run, gpus=indices, only=benchmarks, tags={**config.run.tags, "check": "remeasure"})
             verdicts = _measure_and_judge(again, client, measure, state)
-    return CheckOutcome(tuple(verdicts), tuple(state.notes), tuple(state.runs), tuple(state.deliveries))
+    return CheckOutcome(tuple(verdicts), tuple(state.notes), tuple(state.runs), tuple(state.deliveries),
+                        state.seconds)  # fmt: skip
 
 
 def _measure_and_judge(run: RunConfig, client: httpx.Client, measure: Measure, state: _Progress) -> list[GpuVerdict]:
-    submission = measure(run)
+    with state.timed("measure"):
+        submission = measure(run)
     state.runs.insert(0, submission)
     local = judge_locally(state.runs)
     if not run.upload.collector_url:
         return local
-    delivery = deliver(submission, run.upload, client)
+    with state.timed("deliver"):
+        delivery = deliver(submission, run.upload, client)
     state.deliveries.append(delivery)
     if delivery.status not in ("sent", "duplicate"):
         state.notes.append(f"the collector did not take the run ({delivery.detail}); judged here instead")
         return local
     profile = state.runs[-1]  # every GPU of the machine; a re-measurement covers only some
-    remote, note = _from_collector(client, run, profile.gpus, fallback=local)
+    with state.timed("verdicts"):
+        remote, note = _from_collector(client, run, profile.gpus, fallback=local)
     if note:
         state.notes.append(note)
     return remote

@@ -7,10 +7,16 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
+
+try:  # click's UsageError: typer vendors click from 0.20 on, earlier releases use click's own
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer
+    from click.exceptions import UsageError  # type: ignore[no-redef, import-not-found, assignment, unused-ignore]
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
 from rich.text import Text
 
@@ -20,7 +26,10 @@ from schemas.verdicts import EXIT_CODES, Level
 
 from . import __version__, render
 from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
-from .errors import AgentError
+from .errors import AgentError, ConfigError
+from .occupancy import check_when_busy
+from .priority import apply as lower_priority
+from .priority import check_priority
 from .settings import KEYS, Resolved
 
 #: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
@@ -58,6 +67,19 @@ TagOpt = Annotated[list[str] | None, typer.Option(help="key=value label stored w
 CaseTimeoutOpt = Annotated[
     float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
 ]
+WhenBusyOpt = Annotated[
+    str | None,
+    typer.Option(help="A GPU another process uses: skip (reported 'skipped', the default), wait or measure."),
+]
+BusyWaitOpt = Annotated[float | None, typer.Option(help="Seconds --when-busy wait waits (default: 600).")]
+PriorityOpt = Annotated[
+    str | None, typer.Option(help="The agent's CPU and I/O priority: low (nice 19, idle I/O; the default) or normal.")
+]
+JitterOpt = Annotated[
+    float | None,
+    typer.Option(help="Start after a random delay of up to this many seconds, so that agents started together "
+                      "(a CronJob, cron) do not post together (default 0)."),
+]  # fmt: skip
 ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", help="Settings file (TOML) (env FLOPFLEET_CONFIG; default: /etc/flopfleet/agent.toml)."),
@@ -96,6 +118,27 @@ class _CaseColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         return Text.assemble(literal(task.fields.get("bench", ""), "bold"), " ", literal(task.description))
+
+
+def _start_delay(jitter: float) -> None:
+    """Wait a random time up to ``jitter`` seconds (systemd's RandomizedDelaySec for schedulers that have none)."""
+    if jitter < 0 or jitter > 86_400:
+        raise ConfigError(f"--jitter {jitter:g} must be a number of seconds in [0, 86400]")
+    if jitter:
+        import random
+        import time
+
+        time.sleep(random.uniform(0, jitter))
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux: /proc), the interpreter's start and imports included."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - started_ticks / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def _default_device() -> str:
@@ -171,6 +214,10 @@ def run(
         str | None, typer.Option(help="Where device benchmarks run: process (a child per device) or inline.")
     ] = None,
     case_timeout: CaseTimeoutOpt = None,
+    when_busy: WhenBusyOpt = None,
+    busy_wait: BusyWaitOpt = None,
+    priority: PriorityOpt = None,
+    jitter: JitterOpt = None,
 ) -> None:
     """Run a suite, print a summary, write the run JSON and post it to a collector.
 
@@ -183,7 +230,8 @@ def run(
     settings = _settings(config, token, suite=suite, device=device, gpus=gpus, collector=collector,
                          token_file=token_file, spool_dir=spool_dir,
                          time_budget=time_budget, attn=attn, parallel=parallel, isolation=isolation,
-                         case_timeout=case_timeout)  # fmt: skip
+                         case_timeout=case_timeout, when_busy=when_busy, busy_wait=busy_wait,
+                         priority=priority, jitter=jitter)  # fmt: skip
     run_config = RunConfig(
         suite=settings["suite"],
         device=settings["device"] or _default_device(),
@@ -201,7 +249,11 @@ def run(
         parallel=settings["parallel"],
         isolation=settings["isolation"],
         case_timeout_s=settings["case_timeout"],
+        when_busy=check_when_busy(settings["when_busy"]),
+        busy_wait_s=settings["busy_wait"],
     )
+    lower_priority(check_priority(settings["priority"]))
+    _start_delay(settings["jitter"])
     with Progress(
         _CaseColumn(),
         BarColumn(),
@@ -240,7 +292,19 @@ def run(
             raise typer.Exit(EXIT_KEPT if delivery.status == "spooled" else EXIT_FAILED)
 
 
-@app.command()
+class _CheckCommand(TyperCommand):
+    """``check``'s bad options exit 3 (UNKNOWN), not click's 2, which is CRITICAL to a prolog, Slurm or NPD: a
+    mistyped option must never read as a bad GPU."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UsageError as exc:
+            exc.exit_code = EXIT_CODES[Level.unknown]
+            raise
+
+
+@app.command(cls=_CheckCommand)
 def check(
     device: DeviceOpt = None,
     gpus: GpusOpt = None,
@@ -259,6 +323,10 @@ def check(
     ] = True,
     tag: TagOpt = None,
     case_timeout: CaseTimeoutOpt = None,
+    when_busy: WhenBusyOpt = None,
+    busy_wait: BusyWaitOpt = None,
+    priority: PriorityOpt = None,
+    jitter: JitterOpt = None,
 ) -> None:
     """A preflight for job prologs and health checks: one line per GPU, and the exit code to act on.
 
@@ -277,8 +345,9 @@ def check(
     try:
         # The profile is check's own (--suite only): a configured suite is run's.
         settings = _settings(config, token, device=device, gpus=gpus, collector=collector,
-                             token_file=token_file, spool_dir=spool_dir,
-                             case_timeout=case_timeout)  # fmt: skip
+                             token_file=token_file, spool_dir=spool_dir, case_timeout=case_timeout,
+                             when_busy=when_busy, busy_wait=busy_wait, priority=priority,
+                             jitter=jitter)  # fmt: skip
         check_config = CheckConfig(
             run=RunConfig(
                 suite=suite,
@@ -287,10 +356,14 @@ def check(
                 tags={"check": "profile", **_tags(settings, tag)},
                 upload=replace(_upload_config(settings), retries=1),
                 case_timeout_s=settings["case_timeout"],
+                when_busy=check_when_busy(settings["when_busy"]),
+                busy_wait_s=settings["busy_wait"],
             ),
             from_collector=from_collector,
             remeasure=remeasure,
         )
+        lower_priority(check_priority(settings["priority"]))
+        _start_delay(settings["jitter"])
 
         def machine_gpus() -> tuple[Gpu, ...]:
             from .machine import describe_machine
@@ -309,6 +382,7 @@ def check(
             "verdicts": [v.model_dump(mode="json") for v in outcome.verdicts],
             "notes": list(outcome.notes),
             "runs": [str(r.run_id) for r in outcome.runs],
+            "seconds": {**outcome.seconds, "process": _process_age_s()},
         }
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     else:

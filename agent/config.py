@@ -14,6 +14,7 @@ from .devices import KINDS, device
 from .distributed.nodes import Nodes
 from .errors import ConfigError
 from .launchers import ISOLATIONS, Isolation
+from .occupancy import DEFAULT_WAIT_S, WhenBusy, check_when_busy
 
 ATTENTION: tuple[AttentionImplementation, ...] = ("sdpa", "eager", "flash_attention_2")
 _TAG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,63})=(.{0,256})$")
@@ -81,6 +82,8 @@ class RunConfig:
     parallel: bool = False  # measure the GPUs at once (one process each) instead of one after another
     isolation: Isolation = "process"  # where device cases run: a child process per device, or the agent's own
     case_timeout_s: float | None = None  # a device case making no progress this long is a hang (None: generous)
+    when_busy: WhenBusy = "skip"  # a GPU another process uses: skipped (reason given), waited for, or measured
+    busy_wait_s: float = DEFAULT_WAIT_S  # how long ``wait`` waits for busy GPUs to become idle
 
     def __post_init__(self) -> None:
         if self.device not in KINDS:
@@ -93,6 +96,9 @@ class RunConfig:
             raise ConfigError("--parallel measures each GPU in its own process; it needs --isolation process")
         if self.case_timeout_s is not None and not 0 < self.case_timeout_s <= 86_400:
             raise ConfigError(f"--case-timeout {self.case_timeout_s} must be a number of seconds in (0, 86400]")
+        check_when_busy(self.when_busy)
+        if not 0 <= self.busy_wait_s <= 86_400:
+            raise ConfigError(f"--busy-wait {self.busy_wait_s} must be a number of seconds in [0, 86400]")
         if self.attn_implementation not in ATTENTION:
             raise ConfigError(f"--attn {self.attn_implementation!r} is not one of: {', '.join(ATTENTION)}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:

@@ -1,4 +1,5 @@
-"""FLOP counts, as the transformers-benchmarks notebooks count them, so results line up with the published table."""
+"""FLOP counts, as the transformers-benchmarks notebooks count them, so results line up with the published table;
+and the bytes an LLM decode step must read, for its memory-bandwidth limit."""
 
 from __future__ import annotations
 
@@ -33,3 +34,34 @@ def layer_flops(batch: int, seq: int, hidden: int, ffn: int, *, mode: str, cross
 def training_flops_per_token(n_params: int, layers: int, heads: int, head_dim: int, seq: int) -> int:
     """PaLM's 6N + 12*L*H*Q*T: dense weights forward and backward, plus attention scores."""
     return 6 * n_params + 12 * layers * heads * head_dim * seq
+
+
+def decoder_attention_flops(layers: int, heads: int, head_dim: int, batch: int, queries: int, keys: int) -> int:
+    """The two score matmuls (QK^T and AV) of every layer, over every query head: 4 * L * b * q * k * (H * Q).
+
+    Causal attention is counted whole, as PaLM and the notebook count it (a causal kernel computes about half).
+    """
+    return 4 * layers * batch * queries * keys * heads * head_dim
+
+
+def prefill_flops(n_params: int, layers: int, heads: int, head_dim: int, batch: int, seq: int) -> int:
+    """A forward over ``batch`` prompts of ``seq`` tokens, logits at every position: 2N per token plus attention."""
+    return 2 * n_params * batch * seq + decoder_attention_flops(layers, heads, head_dim, batch, seq, seq)
+
+
+def decode_flops(n_params: int, layers: int, heads: int, head_dim: int, batch: int, context: int) -> int:
+    """One new token per sequence attending to ``context`` cached positions: 2N per token plus attention."""
+    return 2 * n_params * batch + decoder_attention_flops(layers, heads, head_dim, batch, 1, context)
+
+
+def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, batch: int, positions: int, element_bytes: int) -> int:
+    """Keys and values of every layer and KV head at every position: 2 * L * b * positions * (K * Q) elements."""
+    return 2 * layers * batch * positions * kv_heads * head_dim * element_bytes
+
+
+def decode_step_bytes(weight_bytes: int, cache_bytes: int) -> int:
+    """What one decode step must read from memory at least: every weight once, and the whole KV cache it attends to.
+
+    Writes (one position of the cache, the logits) and the embedding rows looked up are a few MB at most: left out.
+    """
+    return weight_bytes + cache_bytes

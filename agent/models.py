@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from . import compat
 
 if TYPE_CHECKING:
     import torch
@@ -47,12 +47,16 @@ WARM_BY_FAMILY = {
 
 
 def config(shape: Shape, attn_implementation: str, *, decoder: bool = False) -> Any:
-    """A transformers config with the attention implementation set explicitly (5.x falls back to eager)."""
+    """A transformers config with the attention implementation set explicitly (5.x falls back to eager).
+
+    The one set is the one asked for where this transformers has it for the family (``compat``).
+    """
     from transformers import BertConfig, GPT2Config, T5Config
     from transformers.utils import logging as hf_logging
 
     # Which attention ran is observed and recorded (observe_attention); transformers' chatter adds nothing.
     hf_logging.set_verbosity_error()
+    attn_implementation = compat.attention_implementation(shape.family, attn_implementation)
 
     if shape.family == "bert":
         return BertConfig(
@@ -92,19 +96,21 @@ def config(shape: Shape, attn_implementation: str, *, decoder: bool = False) -> 
 
 def block(shape: Shape, kind: str, attn_implementation: str) -> torch.nn.Module:
     """One standalone block, as the transformers-benchmarks notebook builds it."""
+    block_class: Any
     if kind == "bert_layer":
         from transformers.models.bert.modeling_bert import BertLayer
 
-        module: torch.nn.Module = BertLayer(config(shape, attn_implementation))
+        block_class = BertLayer
     elif kind == "gpt2_block":
         from transformers.models.gpt2.modeling_gpt2 import GPT2Block
 
-        module = GPT2Block(config(shape, attn_implementation), layer_idx=0)
+        block_class = GPT2Block
     else:
         from transformers.models.t5.modeling_t5 import T5Block
 
-        decoder = kind == "t5_decoder_block"
-        module = T5Block(config(shape, attn_implementation, decoder=decoder), layer_idx=0)
+        block_class = T5Block
+    built = config(shape, attn_implementation, decoder=kind == "t5_decoder_block")
+    module: torch.nn.Module = block_class(built, **compat.block_kwargs(block_class))
     return module
 
 
@@ -140,37 +146,5 @@ def dense_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if id(p) not in skip)
 
 
-def first_tensor(output: Any) -> torch.Tensor:
-    """transformers 5 blocks return a tensor, T5 blocks and 4.x blocks a tuple led by the hidden states."""
-    tensor: torch.Tensor = output[0] if isinstance(output, (tuple, list)) else output
-    return tensor
-
-
-@contextmanager
-def observe_attention(requested: str) -> Iterator[Callable[[], str]]:
-    """Which attention ran: wraps the requested implementation and reports 'eager' if it was never called."""
-    try:
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    except ImportError:
-        yield lambda: requested
-        return
-    if requested == "eager" or requested not in ALL_ATTENTION_FUNCTIONS:
-        yield lambda: requested if requested == "eager" else "eager"
-        return
-    inner = ALL_ATTENTION_FUNCTIONS[requested]
-    had_override = requested in getattr(ALL_ATTENTION_FUNCTIONS, "_local_mapping", {})
-    calls = 0
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return inner(*args, **kwargs)
-
-    ALL_ATTENTION_FUNCTIONS[requested] = counting
-    try:
-        yield lambda: requested if calls else "eager"
-    finally:
-        if had_override:
-            ALL_ATTENTION_FUNCTIONS[requested] = inner
-        else:
-            del ALL_ATTENTION_FUNCTIONS[requested]
+#: Which attention ran (the version-dependent part lives in ``compat``); kept here for the model families' callers.
+observe_attention = compat.observe_attention

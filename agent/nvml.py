@@ -123,6 +123,10 @@ class Nvml:
     def driver_version(self) -> str | None:
         return self._get(lambda: _text(self._m.nvmlSystemGetDriverVersion()))
 
+    def device_count(self) -> int | None:
+        count: int | None = self._get(self._m.nvmlDeviceGetCount)
+        return count
+
     def handle_for_uuid(self, uuid: str) -> Any | None:
         """The NVML handle of the GPU torch calls ``uuid`` (indices differ under CUDA_VISIBLE_DEVICES)."""
         wanted = normalize_uuid(uuid)
@@ -172,6 +176,17 @@ class Nvml:
             other_pids=[int(p.pid) for p in procs],
             nvlink_active=self.nvlink_active(handle),
         )
+
+    def process_ids(self, handle: Any) -> list[int] | None:
+        """Processes with a context on the GPU (compute and graphics); None where NVML cannot list them."""
+        m = self._m
+        found: list[int] | None = None
+        for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            fn = getattr(m, name, None)
+            procs = self._get(partial(fn, handle)) if fn is not None else None
+            if procs is not None:
+                found = (found or []) + [int(p.pid) for p in procs]
+        return found
 
     def nvlink_active(self, handle: Any) -> int | None:
         """NVLink links up; None where the GPU has none or NVML will not say (0 links reads as None too)."""

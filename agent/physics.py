@@ -34,6 +34,10 @@ def peak_fraction(kind: str, params: WireModel, metrics: WireModel, target: Targ
     elif kind == "training":
         dtype = "bf16" if getattr(params, "precision", "") == "bf16-autocast" else "fp32"
         measured, peak = getattr(metrics, "tflops", None), spec.peak_tflops(dtype)
+    elif kind == "inference" and getattr(params, "phase", "") == "decode":
+        measured, peak = getattr(metrics, "gbps", None), spec.bandwidth_gbps
+    elif kind == "inference":
+        measured, peak = getattr(metrics, "tflops", None), spec.peak_tflops(getattr(params, "dtype", ""))
     elif kind == "bandwidth":
         measured, peak = getattr(metrics, "gbps", None), spec.bandwidth_gbps
     elif kind == "transfer" and gpu is not None:

@@ -9,11 +9,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from schemas import SCHEMA_VERSION, Gpu, RunSubmission
+from schemas import SCHEMA_VERSION, Gpu, Result, RunSubmission
 from schemas.environment import MAX_SAMPLES
 
-from . import __version__, probe
+from . import __version__, occupancy, probe
 from .benchmarks import Benchmark, Span
+from .cases import failed_result
 from .config import RunConfig
 from .counters import XidWatch
 from .launchers import launchers_for
@@ -52,11 +53,18 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
                 handle = nvml.handle_for_uuid(gpu.uuid) if gpu.uuid else None
                 if handle is not None:
                     handles[gpu.index] = handle
+        busy = _busy(config, nvml, handles)
+        measured = [t for t in targets if t.index not in busy or config.when_busy == "measure"]
         before = {index: nvml.counters(handle) for index, handle in handles.items()} if nvml else {}
         with Monitor(nvml, handles) as monitor, _xids(nvml, handles) as xids:
-            span = Span(kind=config.device, targets=tuple(targets), nodes=config.nodes)  # type: ignore[arg-type]
-            results = run_cases(benchmarks, targets, gpus, chosen.policy, monitor, span=span, deadline=deadline,
+            span = Span(kind=config.device, targets=tuple(measured), nodes=config.nodes)  # type: ignore[arg-type]
+            results = run_cases(benchmarks, measured, gpus, chosen.policy, monitor, span=span, deadline=deadline,
                                 on_event=on_event, launchers=launchers)  # fmt: skip
+        results = _busy_marked(results, busy) if config.when_busy == "measure" else results
+        results += [
+            failed_result(b, c, t, "skipped", busy.get(t.index or 0, "busy"))
+            for t in targets if t not in measured for b in benchmarks if isinstance(b, Benchmark) for c in b.cases(t)
+        ]  # fmt: skip
         after = {index: nvml.counters(handle) for index, handle in handles.items()} if nvml else {}
         gpus = [
             _with_state(gpu, monitor.run_state(gpu.index)).model_copy(update={
@@ -83,6 +91,28 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         topology=probe.topology(config.device),
         tags=dict(config.tags),
     )
+
+
+def _busy(config: RunConfig, nvml: Nvml | None, handles: dict[int, Any]) -> dict[int, str]:
+    """The GPUs another process uses, each with why; for ``skip`` and ``wait`` the ones not to measure (NVML
+    missing: none is known to be busy)."""
+    if nvml is None or not handles:
+        return {}
+
+    def look() -> dict[int, occupancy.Occupancy]:
+        return occupancy.survey(nvml, handles)
+
+    if config.when_busy == "measure":
+        return occupancy.busy_now(look)
+    return occupancy.decide(look, config.when_busy, config.busy_wait_s)
+
+
+def _busy_marked(results: list[Result], busy: dict[int, str]) -> list[Result]:
+    """Results measured on a busy GPU flagged ``busy``: judged as any other, the GPU's other processes named."""
+    return [
+        r.model_copy(update={"flags": tuple(dict.fromkeys((*r.flags, "busy")))}) if r.gpu_index in busy else r
+        for r in results
+    ]
 
 
 @contextmanager

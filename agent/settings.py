@@ -84,6 +84,10 @@ KEYS: dict[str, Key] = {
     "attn": Key(_text, "attention implementation", "sdpa"),
     "parallel": Key(_flag, "measure the GPUs at once", False),
     "tags": Key(_tags, "labels stored with every run", {}),
+    "when_busy": Key(_text, "a GPU another process uses: skip, wait or measure", "skip"),
+    "busy_wait": Key(_number, "seconds `wait` waits for busy GPUs", 600.0),
+    "priority": Key(_text, "the agent's CPU and I/O priority: low or normal", "low"),
+    "jitter": Key(_number, "seconds: start after a random delay up to this", 0.0),
 }
 
 

@@ -1,9 +1,10 @@
 """The suites: which benchmarks run, over which grids, with which timing policy.
 
 ``quick`` is CPU-friendly and touches every family with tiny shapes (tests and the CPU demo use it);
-``standard`` is the transformers-benchmarks set plus fp8, transfers, training steps and, on machines with
-several GPUs, collectives and data-parallel training; ``full`` adds the search for the maximum achievable
-matmul FLOPS; ``health`` is the few full-size figures the verdicts use (``flopfleet-agent check``), in seconds.
+``standard`` is the transformers-benchmarks set plus fp8, transfers, training steps, LLM prefill and decode and, on
+machines with several GPUs, collectives and data-parallel training; ``full`` adds the search for the maximum
+achievable matmul FLOPS and a larger inference grid; ``health`` is the few full-size figures the verdicts use
+(``flopfleet-agent check``), in seconds.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .benchmarks import REGISTRY, AnyBenchmark, benchmark_class
 from .benchmarks.bandwidth import BandwidthGrid
 from .benchmarks.collective import CollectiveGrid
 from .benchmarks.data_parallel import DataParallelGrid
+from .benchmarks.inference import InferenceGrid
 from .benchmarks.layers import LayerGrid
 from .benchmarks.mamf import MamfGrid
 from .benchmarks.matmul import MatmulGrid
@@ -47,10 +49,10 @@ class Suite:
         return [REGISTRY[n](self.grids[n]) for n in names]
 
     def with_attention(self, attn_implementation: AttentionImplementation) -> Suite:
-        """The same suite with every layer and training grid asking for ``attn_implementation``."""
+        """The same suite with every layer, training and inference grid asking for ``attn_implementation``."""
         grids = {
             name: replace(grid, attn_implementation=attn_implementation)
-            if isinstance(grid, (LayerGrid, TrainingGrid, DataParallelGrid))
+            if isinstance(grid, (LayerGrid, TrainingGrid, DataParallelGrid, InferenceGrid))
             else grid
             for name, grid in self.grids.items()
         }
@@ -80,6 +82,9 @@ QUICK = Suite(
         "layer_t5_decoder": LayerGrid(model="t5-tiny", seq_lens=(32,), batches=(2,), dtypes=("fp32",)),
         "training_bert": TrainingGrid(model="bert-tiny", seq_len=32, batch_cap=4, search=False),
         "training_gpt2": TrainingGrid(model="gpt2-tiny", seq_len=32, batch_cap=4, search=False),
+        "inference": InferenceGrid(
+            prefill=((1, 32), (2, 64)), decode_batches=(1, 4), context=64, models=("llama-tiny",)
+        ),
         "collective": CollectiveGrid(
             sizes=(32 * KiB, MiB), policy=GroupPolicy(warmup=2, repeats=3, repeat_s=0.002, max_calls=20)
         ),
@@ -93,7 +98,7 @@ _LAYER_DTYPES = ("fp16", "bf16")
 STANDARD = Suite(
     name="standard",
     description="the transformers-benchmarks set (matmul, vector, BERT/GPT-2/T5 layers) plus fp8, "
-    "bandwidth, transfers and training steps",
+    "bandwidth, transfers, training steps and LLM prefill and decode",
     policy=TimingPolicy(),
     grids={
         "matmul": MatmulGrid(sizes=(128, 512, 2048, 4096, 8192, 16384), dtypes=DENSE_DTYPES),
@@ -118,6 +123,7 @@ STANDARD = Suite(
         ),
         "training_bert": TrainingGrid(model="bert-large", seq_len=128, batch_cap=256),
         "training_gpt2": TrainingGrid(model="gpt2-medium", seq_len=1024, batch_cap=32),
+        "inference": InferenceGrid(prefill=((1, 512), (8, 2048)), decode_batches=(1, 32), context=1024),
         # nccl-tests' range: 32 KiB (latency-bound) .. 8 GiB (bandwidth-bound), x4 apart.
         "collective": CollectiveGrid(sizes=tuple(32 * KiB << (2 * e) for e in range(10))),
         "training_ddp": DataParallelGrid(model="gpt2-medium", seq_len=1024, batch=16),
@@ -126,10 +132,14 @@ STANDARD = Suite(
 
 FULL = Suite(
     name="full",
-    description="standard plus the search for maximum achievable matmul FLOPS over shapes",
+    description="standard plus the search for maximum achievable matmul FLOPS over shapes and a larger LLM "
+    "inference grid",
     policy=STANDARD.policy,
     grids={
         **STANDARD.grids,
+        "inference": InferenceGrid(
+            prefill=((1, 512), (1, 2048), (4, 2048), (8, 2048), (1, 8192)), decode_batches=(1, 8, 32, 64), context=1024
+        ),
         "mamf": MamfGrid(
             dtypes=("bf16", "fp16", "fp8_e4m3", "tf32"),
             m_range=(4096, 16384, 2048),
@@ -151,7 +161,8 @@ HEALTH = Suite(
         "matmul": MatmulGrid(sizes=(8192,), dtypes=("bf16",)),
         "bandwidth": BandwidthGrid(scale=(1 << 28,), copy=(1 << 28,)),  # 1 GiB per array: far past any cache
         "transfer": TransferGrid(sizes=(256 * MiB,), pinned=(True,)),
-        "layer_bert": LayerGrid(
+        # The plain-torch layer (benchmarks/bert_torch.py): the same figure without transformers' 11-13 s import.
+        "layer_bert_torch": LayerGrid(
             model="bert-large", seq_lens=(512,), batches=(64,), dtypes=("fp16",), modes=("fwd+bwd",)
         ),
         "collective": CollectiveGrid(sizes=(256 * MiB,), ops=("all_reduce",)),

@@ -66,10 +66,22 @@ class BurstPolicy:
 
 @dataclass(frozen=True)
 class Timed:
-    """What one measurement found: per-call statistics and whether host launches were the bottleneck."""
+    """What one measurement found: per-call statistics, whether host launches were the bottleneck, and the per-call
+    time of each repeat (for percentiles the statistics do not keep)."""
 
     stats: TimingStats
     launch_bound: bool
+    samples_s: tuple[float, ...] = ()
+
+    def percentile(self, q: float) -> float:
+        """The ``q``-th percentile (0-100) of the repeats' per-call times, linearly interpolated; the median if none."""
+        if not self.samples_s:
+            return self.stats.median_s
+        ordered = sorted(self.samples_s)
+        rank = (len(ordered) - 1) * min(max(q, 0.0), 100.0) / 100.0
+        low = math.floor(rank)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def summarize(
@@ -138,7 +150,7 @@ def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
         calls_per_repeat=calls,
         total_s=time.perf_counter() - begin,
     )
-    return Timed(stats=stats, launch_bound=False)
+    return Timed(stats=stats, launch_bound=False, samples_s=tuple(samples))
 
 
 def bursts_cpu(fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
@@ -260,7 +272,7 @@ class CudaTimer:
         stats = summarize(
             samples, method=method, warmup=warmup, calls_per_repeat=calls, total_s=time.perf_counter() - begin
         )
-        return Timed(stats=stats, launch_bound=launch_bound)
+        return Timed(stats=stats, launch_bound=launch_bound, samples_s=tuple(samples))
 
     def _repeats(self, body: Callable[[], object], count: int, flush: bool) -> list[float]:
         """``count`` repeats enqueued back to back, each between its own pair of events; one sync at the end."""

@@ -5,7 +5,8 @@
    MAD over median) it prints. None of them should be flagged: the false alarms.
 2. For each ``--duties`` duty cycle, a competing process (``benchmarks/gpu_hog.py``) shares the GPU while
    ``--per-duty`` checks run; each check's level, exit code and figures against the healthy median: the smallest
-   slowdown flagged, and after how many checks. The GPU's own settings are never touched.
+   slowdown flagged, and after how many checks (``--when-busy measure``: the hog is another process on the GPU,
+   which the agent would otherwise skip). The GPU's own settings are never touched.
 
     python benchmarks/health_sensitivity.py --healthy 6 --duties 0.05,0.1,0.2,0.4 --per-duty 2 --out health.json
 """
@@ -55,6 +56,7 @@ def _check(url: str, token: str, spool: Path, extra: tuple[str, ...] = ()) -> di
         "reasons": verdict.get("reasons", []),
         "figures": {k: figures[k]["value"] for k in FIGURES if k in figures},
         "thresholds": {k: figures[k]["threshold"] for k in FIGURES if k in figures},
+        "seconds": body.get("seconds", {}),
     }
 
 
@@ -103,7 +105,8 @@ def main() -> None:
             runs = []
             try:
                 for _ in range(args.per_duty):
-                    result = _check(server.url, token, work / "spool")
+                    # measure: the agent would otherwise skip a GPU another process uses (the hog is one)
+                    result = _check(server.url, token, work / "spool", ("--when-busy", "measure"))
                     healthy = report["spread"]
                     result["vs_healthy"] = {
                         k: round(v / healthy[k]["median"], 3) for k, v in result["figures"].items() if k in healthy

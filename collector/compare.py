@@ -216,6 +216,7 @@ PEAK_CATEGORIES = (
     ("FP8", "matmul_fp8"),
     ("memory", "memory"),
     ("BERT fwd+bwd", "bert_fwdbwd"),
+    ("Llama-3-8B decode b=1", "llama3_8b_decode_b1"),  # of the memory bandwidth
 )
 
 

@@ -14,10 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-#: Results that may become a figure: ok, and not flagged as a measurement error or wrong numerics.
-TRUSTED = "status = 'ok' AND NOT list_has_any(coalesce(flags, []), ['above_peak', 'wrong_result'])"
+from schemas.verdicts import UNTRUSTED_FLAGS
+
+#: Results that may become a figure: ok, and not flagged as a measurement error or wrong numerics (the flags
+#: schemas.verdicts keeps out of the agent's own verdicts: one list).
+TRUSTED = (
+    "status = 'ok' AND NOT list_has_any(coalesce(flags, []), ["
+    + ", ".join(f"'{f}'" for f in sorted(UNTRUSTED_FLAGS))
+    + "])"
+)
 #: The params a figure may require (equal), besides its benchmark.
-MATCHED = ("dtype", "op", "direction", "pinned", "block", "mode", "model")
+MATCHED = ("dtype", "op", "direction", "pinned", "block", "mode", "model", "phase", "batch")
 
 
 @dataclass(frozen=True)
@@ -26,7 +33,7 @@ class Figure:
     label: str
     unit: str
     benchmark: str
-    value: Literal["tflops", "gbps", "tokens_per_s", "mfu"]  # the metric whose best is the figure
+    value: Literal["tflops", "gbps", "tokens_per_s", "mfu", "peak_fraction"]  # the metric whose best is the figure
     digits: int = 1
     scale: float = 1.0  # the metric times this (MFU as a percentage)
     dtype: str | None = None
@@ -37,6 +44,8 @@ class Figure:
     block: str | None = None
     mode: str | None = None
     model: str | None = None
+    phase: str | None = None
+    batch: int | None = None
 
 
 def _layers() -> list[Figure]:
@@ -51,6 +60,20 @@ def _layers() -> list[Figure]:
             out.append(Figure(f"{key}_{mode_key}", f"{label} {mode}", "TFLOPS", "layer", "tflops", block=block,
                               mode=mode, dtype="fp16"))  # fmt: skip
     return out
+
+
+def _inference(key: str, label: str, model: str) -> list[Figure]:
+    """One model's LLM rows: prefill tokens/s at batch 1 and TFLOPS at its best cell; decode tokens/s and its
+    fraction of the datasheet memory bandwidth (the result's ``peak_fraction``) at batch 1 and 32."""
+    return [
+        Figure(f"{key}_prefill_b1", f"{label} prefill b=1", "tokens/s", "inference", "tokens_per_s", 0,
+               model=model, phase="prefill", batch=1),
+        Figure(f"{key}_prefill", f"{label} prefill", "TFLOPS", "inference", "tflops", 1, model=model, phase="prefill"),
+        *(Figure(f"{key}_decode_b{b}", f"{label} decode b={b}", "tokens/s", "inference", "tokens_per_s", 0,
+                 model=model, phase="decode", batch=b) for b in (1, 32)),
+        *(Figure(f"{key}_decode_b{b}_bw", f"{label} decode b={b}", "% of memory bandwidth", "inference",
+                 "peak_fraction", 1, 100.0, model=model, phase="decode", batch=b) for b in (1, 32)),
+    ]  # fmt: skip
 
 
 #: In the order of the cross-card table's measured rows (the published table's, then flopfleet's extras).
@@ -73,15 +96,18 @@ FIGURES: tuple[Figure, ...] = (
     Figure("train_gpt2_tokens", "GPT-2-medium training", "tokens/s", "training", "tokens_per_s", 0,
            model="gpt2-medium"),
     Figure("train_gpt2_mfu", "GPT-2-medium training MFU", "%", "training", "mfu", 1, 100.0, model="gpt2-medium"),
+    *_inference("llama3_8b", "Llama-3-8B", "llama-3-8b"),
+    *_inference("llama32_3b", "Llama-3.2-3B", "llama-3.2-3b"),
 )  # fmt: skip
 #: Not rows of the table, but read by health and version checks.
 EXTRA: tuple[Figure, ...] = (Figure("memory", "memory", "GB/s", "bandwidth", "gbps", 0),)
 BY_KEY = {f.key: f for f in (*FIGURES, *EXTRA)}
 
-DEFINITIONS_DDL = """CREATE TABLE IF NOT EXISTS figure_definitions (
+#: Replaced at every start, as its rows are: a database from before a column was added gets it.
+DEFINITIONS_DDL = """CREATE OR REPLACE TABLE figure_definitions (
     figure VARCHAR PRIMARY KEY, label VARCHAR NOT NULL, unit VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     dtype VARCHAR, dtype_prefix VARCHAR, op VARCHAR, direction VARCHAR, pinned BOOLEAN, block VARCHAR, mode VARCHAR,
-    model VARCHAR, value VARCHAR NOT NULL, scale DOUBLE NOT NULL)"""
+    model VARCHAR, phase VARCHAR, batch INTEGER, value VARCHAR NOT NULL, scale DOUBLE NOT NULL)"""
 
 
 #: ``figure_definitions``' columns, each from the Figure field of the same name (``figure`` from ``key``).
@@ -105,7 +131,7 @@ def compute_sql(source: str) -> str:
         " arg_max(sm_clock_mhz_median, size) AS sm_clock_mhz FROM ("
         "SELECT r.run_id, r.gpu_index, d.figure, r.peak_fraction, r.sm_clock_mhz_median, coalesce(r.n, 0) AS size,"
         " CAST(CASE d.value WHEN 'tflops' THEN r.tflops WHEN 'gbps' THEN r.gbps WHEN 'tokens_per_s' THEN r.tokens_per_s"
-        " WHEN 'mfu' THEN r.mfu END * d.scale AS DOUBLE) AS v"
+        " WHEN 'mfu' THEN r.mfu WHEN 'peak_fraction' THEN r.peak_fraction END * d.scale AS DOUBLE) AS v"
         f" FROM (SELECT * FROM {source} WHERE {TRUSTED}) r JOIN figure_definitions d ON r.benchmark = d.benchmark"
         f" AND {matched} AND (d.dtype_prefix IS NULL OR starts_with(r.dtype, d.dtype_prefix))"
         ") WHERE v IS NOT NULL GROUP BY run_id, gpu_index, figure"

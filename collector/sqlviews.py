@@ -95,6 +95,23 @@ VIEWS: dict[str, str] = {
                median_s, status, reason, flags, torch
         FROM result_facts WHERE benchmark = 'training'
     """,
+    # LLM prefill and decode: bytes_per_step and bandwidth_fraction (of the datasheet memory bandwidth) for decode,
+    # peak_fraction of the dtype's dense TFLOPS for prefill.
+    "inference": """
+        SELECT run_id, card, gpu_uuid, hostname, started_at, model, phase, batch, seq_len, dtype, attn_implementation,
+               tokens_per_s, tflops,
+               CAST(json_extract(metrics, '$.ttft_s') AS DOUBLE) AS ttft_s,
+               CAST(json_extract(metrics, '$.tpot_s') AS DOUBLE) AS tpot_s,
+               CAST(json_extract(metrics, '$.tpot_p90_s') AS DOUBLE) AS tpot_p90_s,
+               gbps, CASE WHEN phase = 'decode' THEN peak_fraction END AS bandwidth_fraction, peak_fraction,
+               CAST(json_extract(params, '$.bytes_per_call') AS BIGINT) AS bytes_per_step,
+               CAST(json_extract(params, '$.weight_bytes') AS BIGINT) AS weight_bytes,
+               CAST(json_extract(params, '$.kv_cache_bytes') AS BIGINT) AS kv_cache_bytes,
+               CAST(json_extract(params, '$.n_params') AS BIGINT) AS n_params,
+               CAST(json_extract(params, '$.flops_per_call') AS DOUBLE) AS flops_per_call, peak_memory_bytes,
+               median_s, cv, timing_method, calls_per_repeat, status, reason, flags, torch, cuda, transformers
+        FROM result_facts WHERE benchmark = 'inference'
+    """,
     "collectives": """
         SELECT run_id, card, hostname, started_at, op, json_extract_string(params, '$.backend') AS backend, dtype,
                bytes, world_size, nodes, algbw_gbps, busbw_gbps, rel_error, median_s, cv, status, reason, flags,

@@ -133,7 +133,7 @@ _PARAMS = (
     ("dtype", "VARCHAR"), ("mode", "VARCHAR"), ("model", "VARCHAR"), ("block", "VARCHAR"), ("op", "VARCHAR"),
     ("direction", "VARCHAR"), ("pinned", "BOOLEAN"), ("m", "BIGINT"), ("n", "BIGINT"), ("k", "BIGINT"),
     ("batch", "INTEGER"), ("seq_len", "INTEGER"), ("elements", "BIGINT"), ("bytes", "BIGINT"),
-    ("world_size", "INTEGER"), ("attn_implementation", "VARCHAR"), ("nodes", "INTEGER"),
+    ("world_size", "INTEGER"), ("attn_implementation", "VARCHAR"), ("nodes", "INTEGER"), ("phase", "VARCHAR"),
 )  # fmt: skip
 _METRICS = (
     ("tflops", "DOUBLE"), ("gbps", "DOUBLE"), ("busbw_gbps", "DOUBLE"), ("samples_per_s", "DOUBLE"),

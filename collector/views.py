@@ -23,7 +23,7 @@ from .store.reads import Reads
 from .validation import parse_run
 
 #: The charts a view can ask for, in the report's order.
-CHARTS = ("matmul", "peak", "layers", "bandwidth", "training", "price", "spread")
+CHARTS = ("matmul", "peak", "layers", "bandwidth", "training", "decode", "price", "spread")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Charts:
     matmul: dict[str, list[Series]] = field(default_factory=dict)
     layers: dict[str, list[Series]] = field(default_factory=dict)
     bandwidth: dict[str, list[Series]] = field(default_factory=dict)
+    decode: dict[str, list[Series]] = field(default_factory=dict)
     peak: dict[str, dict[str, float]] = field(default_factory=dict)
     spread: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     busbw: dict[str, list[Series]] = field(default_factory=dict)
@@ -115,6 +116,7 @@ def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, mac
         matmul=compare.matmul_series(reads.points("matmul", cards)) if "matmul" in only else {},
         layers=compare.series(reads.points("layer", cards)) if "layers" in only else {},
         bandwidth=compare.series(reads.points("bandwidth", cards)) if "bandwidth" in only else {},
+        decode=compare.series(reads.points("decode", cards)) if "decode" in only else {},
         peak=compare.peak_fractions(reads.peak_fractions(peak_figures, cards)) if "peak" in only else {},
         spread=compare.spread(reads.device_values("matmul_bf16", cards)) if "spread" in only else {},
         busbw=machines.busbw_series(reads.machine_points()) if machines_too else {},

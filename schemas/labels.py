@@ -5,6 +5,7 @@ from __future__ import annotations
 from .results import (
     BandwidthParams,
     CollectiveParams,
+    InferenceParams,
     LayerParams,
     MamfMetrics,
     MamfParams,
@@ -47,6 +48,8 @@ def describe(result: Result) -> str:
         return f"{p.model} {p.dtype} {p.mode} b={p.batch} s={p.seq_len}"
     if isinstance(p, TrainingParams):
         return f"{p.model} b={p.batch} s={p.seq_len}"
+    if isinstance(p, InferenceParams):
+        return f"{p.model} {p.phase} b={p.batch} s={p.seq_len}"
     if isinstance(p, BandwidthParams):
         return f"{p.op} {human_bytes(4 * p.elements)}"
     if isinstance(p, TransferParams):

@@ -39,6 +39,7 @@ Flag = Literal[
     "launch_bound",  # host launch overhead, not the GPU, set the pace
     "throttled",  # the GPU reported power or thermal throttling during the case
     "parallel",  # measured while other GPUs of the machine ran too
+    "busy",  # measured while another process used the GPU (--when-busy measure)
 ]
 
 
@@ -187,6 +188,8 @@ class LayerParams(WireModel):
     mode: Mode
     attn_implementation: AttentionImplementation
     flops_per_call: Positive
+    #: transformers' block class, or the agent's plain-torch BERT layer (the health profile's: no transformers import)
+    implementation: Literal["transformers", "torch"] = "transformers"
 
 
 class LayerMetrics(WireModel):
@@ -233,6 +236,55 @@ class TrainingResult(_Result):
     metrics: TrainingMetrics | None = None
 
 
+class InferenceParams(WireModel):
+    """A Llama-style decoder (random weights) in one phase; FLOPs and bytes per ``agent/flops.py``.
+
+    ``prefill``: one forward over ``batch`` prompts of ``seq_len`` tokens, logits at every position. ``decode``: one new
+    token per sequence, the static KV cache holding ``seq_len`` positions (the step writes the last and attends to
+    all); ``bytes_per_call`` is what that step reads: the weights and the whole KV cache. ``n_params`` counts every
+    parameter but the embedding table (a lookup, neither read whole nor multiplied), as training's does.
+    """
+
+    model: Slug
+    phase: Literal["prefill", "decode"]
+    batch: Dim
+    seq_len: Dim
+    dtype: Dtype
+    layers: Dim
+    hidden: Dim
+    heads: Dim
+    kv_heads: Dim
+    ffn: Dim
+    vocab: Dim
+    n_params: Positive
+    weight_bytes: Positive
+    kv_cache_bytes: Count | None = None
+    flops_per_call: Positive
+    bytes_per_call: Positive | None = None
+    attn_implementation: AttentionImplementation
+
+
+class InferenceMetrics(WireModel):
+    """``tokens_per_s``: prefill batch·seq_len/t, decode batch/t. Prefill: ``ttft_s``, how long the batch waits for
+    its first token. Decode: ``tpot_s`` and ``tpot_p90_s``, time per output token (median, 90th percentile of the
+    repeats), and ``gbps``, bytes_per_call over tpot_s (its fraction of the datasheet bandwidth: ``peak_fraction``).
+    """
+
+    tokens_per_s: Rate
+    tflops: Rate
+    ttft_s: PositiveSeconds | None = None
+    tpot_s: PositiveSeconds | None = None
+    tpot_p90_s: PositiveSeconds | None = None
+    gbps: Rate | None = None
+    peak_memory_bytes: Count | None = None
+
+
+class InferenceResult(_Result):
+    benchmark: Literal["inference"]
+    params: InferenceParams
+    metrics: InferenceMetrics | None = None
+
+
 class CollectiveParams(WireModel):
     """A collective across ``world_size`` ranks on ``nodes`` machines. ``bytes`` is nccl-tests' size: the whole
     buffer (for all-gather the gathered output, for reduce-scatter the input); busbw follows nccl-tests' formulas."""
@@ -265,10 +317,13 @@ Result = Annotated[
         TransferResult,
         LayerResult,
         TrainingResult,
+        InferenceResult,
         CollectiveResult,
     ],
     Field(discriminator="benchmark"),
 ]
 
 #: The result kinds, in the order reports show them.
-RESULT_KINDS: tuple[str, ...] = ("matmul", "mamf", "bandwidth", "transfer", "layer", "training", "collective")
+RESULT_KINDS: tuple[str, ...] = (
+    "matmul", "mamf", "bandwidth", "transfer", "layer", "training", "inference", "collective",
+)  # fmt: skip

@@ -328,7 +328,7 @@ def figure_verdict(j: FigureJudgement) -> FigureVerdict:
     )
 
 
-#: Flags that keep a result out of every figure (as the collector's ``figures.TRUSTED``).
+#: Flags that keep a result out of every figure (the collector's ``figures.TRUSTED`` is built from them).
 UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result"})
 
 

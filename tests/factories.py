@@ -95,6 +95,44 @@ def bandwidth(elements: int, gbps: float) -> dict[str, Any]:
     }
 
 
+#: Llama-3-8B as the agent counts it (agent/llama.py): parameters but the embedding table, their bf16 bytes, and
+#: the bf16 KV cache per sequence and position (K and V x 32 layers x 8 KV heads x 128).
+LLAMA_8B = {"n_params": 7_504_924_672, "weight_bytes": 15_009_849_344, "kv_bytes_per_position": 131_072}
+
+
+def inference(phase: str, batch: int, seq: int, seconds: float, *, datasheet: float | None = None) -> dict[str, Any]:
+    """A Llama-3-8B result; ``datasheet``: the card's memory bandwidth (decode) or bf16 TFLOPS (prefill)."""
+    n, weights = LLAMA_8B["n_params"], LLAMA_8B["weight_bytes"]
+    if phase == "prefill":
+        flops = 2 * n * batch * seq + 4 * 32 * batch * seq * seq * 4096
+        cache = step = None
+        metrics = {"tokens_per_s": batch * seq / seconds, "tflops": flops / seconds / 1e12, "ttft_s": seconds}
+        figure = metrics["tflops"]
+    else:
+        flops = 2 * n * batch + 4 * 32 * batch * seq * 4096
+        cache = LLAMA_8B["kv_bytes_per_position"] * batch * seq
+        step = weights + cache
+        metrics = {"tokens_per_s": batch / seconds, "tflops": flops / seconds / 1e12, "tpot_s": seconds,
+                   "tpot_p90_s": seconds * 1.01, "gbps": step / seconds / 1e9}  # fmt: skip
+        figure = metrics["gbps"]
+    params = {
+        "model": "llama-3-8b", "phase": phase, "batch": batch, "seq_len": seq, "dtype": "bf16", "layers": 32,
+        "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256, "n_params": n,
+        "weight_bytes": weights, "kv_cache_bytes": cache, "flops_per_call": flops, "bytes_per_call": step,
+        "attn_implementation": "sdpa",
+    }  # fmt: skip
+    return {
+        "benchmark": "inference",
+        "name": "inference",
+        "gpu_index": 0,
+        "status": "ok",
+        "params": params,
+        "metrics": metrics,
+        "timing": {**timing(seconds), "method": "cuda_graph" if phase == "decode" else "cuda_event"},
+        "peak_fraction": round(figure / datasheet, 4) if datasheet else None,
+    }
+
+
 def gpu(name: str = "NVIDIA H100 80GB HBM3", index: int = 0, memory_gib: int = 80, **extra: Any) -> dict[str, Any]:
     return {
         "index": index,

@@ -52,6 +52,23 @@ def test_the_agents_token_comes_from_a_secret_and_its_job_yields_to_everything()
     )
 
 
+def test_each_hour_checks_a_pool_one_pod_per_node_and_spreads_the_posts() -> None:
+    import tomllib
+
+    from agent.settings import KEYS
+
+    docs = {doc["kind"]: doc for _, doc in _documents()}
+    job = docs["CronJob"]["spec"]["jobTemplate"]["spec"]
+    pod = job["template"]
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()  # selects its own pods
+    assert job["parallelism"] == job["completions"] > 1
+    (config,) = [d for _, d in _documents() if d["kind"] == "ConfigMap" and "agent.toml" in d.get("data", {})]
+    settings = tomllib.loads(config["data"]["agent.toml"])
+    assert set(settings) <= set(KEYS) and 0 < settings["jitter"] < job["activeDeadlineSeconds"]
+
+
 def _npd_rule() -> list[str]:
     plugin = next(doc for _, doc in _documents() if "flopfleet-monitor.json" in doc.get("data", {}))
     (rule,) = json.loads(plugin["data"]["flopfleet-monitor.json"])["rules"]

@@ -5,8 +5,10 @@ from __future__ import annotations
 from ..errors import ConfigError
 from .bandwidth import BandwidthBenchmark
 from .base import AnyBenchmark, Benchmark, Case, Context, GroupBenchmark, Outcome, Span
+from .bert_torch import TorchBertLayerBenchmark
 from .collective import CollectiveBenchmark
 from .data_parallel import Gpt2DataParallelBenchmark
+from .inference import InferenceBenchmark
 from .layers import BertLayerBenchmark, Gpt2BlockBenchmark, T5DecoderBenchmark, T5EncoderBenchmark
 from .mamf import MamfBenchmark
 from .matmul import Fp8MatmulBenchmark, MatmulBenchmark
@@ -22,11 +24,13 @@ REGISTRY: dict[str, type[AnyBenchmark]] = {
         BandwidthBenchmark,
         TransferBenchmark,
         BertLayerBenchmark,
+        TorchBertLayerBenchmark,
         Gpt2BlockBenchmark,
         T5EncoderBenchmark,
         T5DecoderBenchmark,
         BertTrainingBenchmark,
         Gpt2TrainingBenchmark,
+        InferenceBenchmark,
         MamfBenchmark,
         CollectiveBenchmark,
         Gpt2DataParallelBenchmark,

@@ -11,7 +11,7 @@ from typing import Any
 
 from schemas import TrainingMetrics, TrainingParams
 
-from .. import models
+from .. import compat, models
 from ..distributed.launch import Task
 from ..distributed.rank import Rank
 from ..physics import peak_tflops
@@ -36,7 +36,7 @@ def run_case(case: dict[str, Any], task: Task, rank: Rank) -> dict[str, Any]:
     ids = torch.randint(0, shape.vocab, (params.batch, params.seq_len), device=device)
     step = training_step(ddp, optimizer, ids, autocast)
 
-    with models.observe_attention(params.attn_implementation) as ran:
+    with compat.observe_attention(params.attn_implementation) as ran:
         step()
     target.reset_peak_memory()
     stats = measure_group(step, task.policy, clock=target.clock(), align=rank.align, slowest=rank.slowest)

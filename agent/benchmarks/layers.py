@@ -8,12 +8,12 @@ and the one that actually ran is recorded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from schemas import Flag, LayerMetrics, LayerParams
 from schemas.results import AttentionImplementation
 
-from .. import models
+from .. import compat, models
 from ..errors import Unsupported
 from ..flops import layer_flops
 from ..target import Target
@@ -33,6 +33,8 @@ class LayerGrid:
 class _LayerBenchmark(Benchmark[LayerGrid]):
     KIND = "layer"
     BLOCK: str
+    #: Whose code the block is: transformers' class, or agent/benchmarks/bert_torch.py's plain-torch BERT layer.
+    IMPLEMENTATION: ClassVar[Literal["transformers", "torch"]] = "transformers"
     Grid = LayerGrid
 
     def cases(self, target: Target) -> list[Case]:
@@ -55,6 +57,7 @@ class _LayerBenchmark(Benchmark[LayerGrid]):
                             mode=mode,  # type: ignore[arg-type]
                             attn_implementation=self.grid.attn_implementation,
                             flops_per_call=flops,
+                            implementation=self.IMPLEMENTATION,
                         )
                         cases.append(Case(label=f"{dtype} {mode} b={batch} s={seq}", params=params))
         return cases
@@ -74,11 +77,15 @@ class _LayerBenchmark(Benchmark[LayerGrid]):
             self._built = None
             ctx.free_memory()
             shape = models.SHAPES[params.model]
-            layer = models.block(shape, self.BLOCK, params.attn_implementation)
+            layer = self.build(shape, params.attn_implementation)
             layer = layer.to(device=ctx.target.torch_device(), dtype=ctx.target.torch_dtype(params.dtype))
             layer.train()
             self._built = (key, layer)
         return self._built[1]
+
+    def build(self, shape: models.Shape, attn_implementation: str) -> Any:
+        """The block, untrained, on the CPU in fp32 (transformers' class for it)."""
+        return models.block(shape, self.BLOCK, attn_implementation)
 
     def run(self, case: Case, ctx: Context) -> Outcome:
         import torch
@@ -91,16 +98,18 @@ class _LayerBenchmark(Benchmark[LayerGrid]):
         layer = self._module(params, ctx)
         device, dtype = ctx.target.torch_device(), ctx.target.torch_dtype(params.dtype)
         x = torch.randn(params.batch, params.seq_len, params.hidden, device=device, dtype=dtype)
-        kwargs = {"encoder_hidden_states": x} if self._cross else {}
+        kwargs = compat.forward_kwargs(layer, params.seq_len, device)
+        if self._cross:
+            kwargs["encoder_hidden_states"] = x
 
         def forward() -> torch.Tensor:
-            return models.first_tensor(layer(x, **kwargs))
+            return compat.first_tensor(layer(x, **kwargs))
 
         def forward_backward() -> None:
             forward().sum().backward()
 
         call = forward if params.mode == "fwd" else forward_backward
-        with models.observe_attention(params.attn_implementation) as ran:
+        with compat.observe_attention(params.attn_implementation) as ran:
             timed = ctx.measure(call)
         attention = ran()
         metrics = LayerMetrics(tflops=params.flops_per_call / timed.stats.median_s / 1e12)

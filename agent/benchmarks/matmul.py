@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from schemas import Flag, MatmulMetrics, MatmulParams
 
+from .. import compat
 from ..errors import Unsupported
 from ..flops import matmul_flops
 from ..target import Target
@@ -76,7 +77,7 @@ def matmul_op(target: Target, dtype: str, m: int, n: int, k: int) -> MatmulOp:
         b = torch.randn(n, k, device=device).to(tdtype).t()  # column-major, as cuBLASLt wants it
         one = torch.tensor(1.0, device=device)
         return MatmulOp(
-            call=lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+            call=lambda: compat.scaled_mm(a, b, one, torch.bfloat16),
             a=a.float(),
             b=b.float(),
         )

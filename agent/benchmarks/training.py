@@ -14,7 +14,7 @@ from typing import Any
 from schemas import TrainingMetrics, TrainingParams
 from schemas.results import AttentionImplementation
 
-from .. import models
+from .. import compat, models
 from ..errors import is_oom
 from ..flops import training_flops_per_token
 from ..physics import peak_tflops
@@ -47,7 +47,7 @@ class _TrainingBenchmark(Benchmark[TrainingGrid]):
 
         shape = models.SHAPES[self.grid.model]
         with torch.device("meta"):
-            n_params = models.dense_params(models.language_model(shape, self.grid.attn_implementation))
+            n_params = models.dense_params(models.language_model(shape, "eager"))  # attention adds no parameters
         params = TrainingParams(
             model=shape.name,
             task=TASKS[shape.family],  # type: ignore[arg-type]
@@ -83,7 +83,7 @@ class _TrainingBenchmark(Benchmark[TrainingGrid]):
         autocast = params.precision == "bf16-autocast"
         try:
             batch, step = self._fit(model, optimizer, params, ctx, autocast)
-            with models.observe_attention(params.attn_implementation) as ran:
+            with compat.observe_attention(params.attn_implementation) as ran:
                 step()
             ctx.target.reset_peak_memory()
             timed = ctx.measure(step, flush=False, graphable=False)

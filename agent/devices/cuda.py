@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DeviceError
-from ..nvml import smi_topology
+from ..nvml import open_nvml, smi_topology
 from ..timing import Clock, CudaEventClock, CudaTimer, Timer
 from .base import Described, Device, Found
 
@@ -43,12 +46,33 @@ def nccl_version() -> str | None:
     return ".".join(str(p) for p in raw) if isinstance(raw, tuple) else str(raw)
 
 
+def cuda_present_without_torch(environ: Mapping[str, str]) -> bool | None:
+    """Whether torch would see a CUDA GPU, from files and NVML alone; None where only torch can tell."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False
+    lib = Path(spec.origin).parent / "lib"
+    if lib.is_dir() and not any(lib.glob("libtorch_cuda*")):
+        return False  # a CPU (or ROCm) build: torch.cuda is never available through CUDA
+    if environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    with open_nvml() as nvml:
+        count = nvml.device_count() if nvml is not None else None
+    return bool(count) if count is not None else None
+
+
 class Cuda(Device):
     kind = "cuda"
     is_gpu = True
     collective_backend = "nccl"
 
     def available(self) -> bool:
+        """Answered without importing torch where the files say (torch's import took 5 s on the H200, and the
+        default device is asked before the measuring processes start): a torch built without CUDA, no GPU visible,
+        or NVML seeing GPUs with a CUDA torch. torch is asked only where NVML cannot say."""
+        known = cuda_present_without_torch(os.environ)
+        if known is not None:
+            return known
         import torch
 
         return bool(torch.cuda.is_available())

@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
+from .. import compat
 from ..devices import device as device_of
 from ..errors import Unsupported, is_oom
 from ..target import target_for
@@ -70,7 +71,7 @@ def _join(task: Task) -> Rank:
         "timeout": timedelta(seconds=task.timeout_s),
     }
     if device.is_gpu:
-        kwargs["device_id"] = device.torch_device(index)  # binds the communicator to this GPU at once (no lazy init)
+        kwargs.update(compat.process_group_kwargs(device.torch_device(index)))  # the communicator bound at once
     dist.init_process_group(**kwargs)
     target = target_for(kind, index)  # once the device is current, as every device call of the rank
     return Rank(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -39,9 +40,23 @@ def _cuda_error(measured: Measured) -> str:
     return reason if measured.status == "error" and ("CUDA" in reason or "cuda" in reason) else ""
 
 
+#: Packages a measuring child never uses but transformers imports when they are installed: scikit-learn, at module
+#: level for assisted generation's ROC curve in transformers before 5.2x (2.5 s of the BERT child's start on the
+#: H200, the health profile's critical path). A None in sys.modules makes a package look absent (find_spec answers
+#: None, import raises ModuleNotFoundError), and transformers checks before it imports.
+UNUSED = ("sklearn",)
+
+
+def refuse_unused_imports(names: Sequence[str] = UNUSED) -> None:
+    """Make ``names`` unimportable in this process (see UNUSED); one already imported stays."""
+    for name in names:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
 def warm(modules: list[str]) -> None:
     """Import torch and what the run's cases will import, before the device is known: this runs while the agent
-    still probes the machine and plans, so its cost is hidden rather than paid in a case."""
+    still probes the machine and plans, so its cost is hidden rather than paid in a case. (Creating the CUDA context
+    in a thread meanwhile gained nothing on the H200: benchmarks/health_startup.py.)"""
     import importlib
 
     import torch  # noqa: F401
@@ -89,6 +104,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
 
 def main(argv: list[str]) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    refuse_unused_imports()
     load_plugins(os.environ)  # the parent's plugins, so that what they change holds here too
     warm([m for m in argv[3].split(",") if m] if len(argv) > 3 else [])
     serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False))

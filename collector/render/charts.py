@@ -39,6 +39,11 @@ def chart_sections(data: Charts) -> list[Section]:
             for op, series in data.bandwidth.items()
         ]),
         "training": lambda: ("Training throughput", [_training_chart(cmp)]),
+        "decode": lambda: ("LLM decode: tokens/s against batch", [
+            line_chart(f"decode {model}", series, x_label="batch (sequences, one token each per step)",
+                       y_label="tokens/s", colours=colours)
+            for model, series in data.decode.items()
+        ]),
         "price": lambda: ("Price / performance", [_price_chart(cmp)]),
         "spread": lambda: ("Same model, different machines", [
             strip_chart("BF16 matmul TFLOPS of each GPU (latest run)", data.spread, x_label="TFLOPS",

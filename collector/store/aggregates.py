@@ -37,7 +37,7 @@ DDL: dict[str, str] = {
         device_id VARCHAR NOT NULL, figure VARCHAR NOT NULL, card VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL,
         gpu_name VARCHAR, source VARCHAR NOT NULL, run_id UUID NOT NULL, gpu_index INTEGER,
         started_at TIMESTAMPTZ NOT NULL, value DOUBLE NOT NULL, peak_fraction DOUBLE, sm_clock_mhz INTEGER)""",
-    # Each device's latest point of each chart line (matmul size, layer batch, bandwidth array size).
+    # Each device's latest point of each chart line (matmul size, layer batch, bandwidth array size, decode batch).
     "latest_points": """CREATE TABLE IF NOT EXISTS latest_points (
         device_id VARCHAR NOT NULL, card VARCHAR NOT NULL, chart VARCHAR NOT NULL, series VARCHAR NOT NULL,
         x DOUBLE NOT NULL, value DOUBLE NOT NULL, started_at TIMESTAMPTZ NOT NULL)""",
@@ -228,6 +228,9 @@ _POINTS = f"""
     UNION ALL
     SELECT run_id, gpu_index, 'bandwidth', op, elements * 4, gbps
     FROM new_results WHERE benchmark = 'bandwidth' AND gbps IS NOT NULL AND {TRUSTED}
+    UNION ALL
+    SELECT run_id, gpu_index, 'decode', model || ', ' || seq_len || ' positions', batch, tokens_per_s
+    FROM new_results WHERE benchmark = 'inference' AND phase = 'decode' AND tokens_per_s IS NOT NULL AND {TRUSTED}
 """
 #: The card of each new run's first GPU: the card a machine-wide result is labelled with.
 _FIRST_CARD = "SELECT run_id, arg_min(card, gpu_index) AS card FROM new_devices GROUP BY run_id"

@@ -127,6 +127,14 @@ def test_an_unreachable_collector_is_unknown_not_ok() -> None:
     assert "UNKNOWN" in done.stdout and "could not be read" in done.stdout
 
 
+def test_a_mistyped_option_is_unknown_never_critical() -> None:
+    # click's usage errors exit 2, which a prolog, Slurm's health check or NPD would read as a bad GPU.
+    for args in (["check", "--bogus"], ["check", "--suite"], ["check", "--case-timeout", "soon"]):
+        done = agent_cli(*args)
+        assert done.returncode == 3, (args, done.stderr)
+    assert agent_cli("run", "--bogus").returncode == 2  # other commands keep click's usage code
+
+
 def test_check_measures_posts_the_profile_and_says_unknown_for_a_cpu(tmp_path: Path) -> None:
     # On a CPU nothing can be judged (no GPU, no floor): UNKNOWN, but the run is measured and stored all the same.
     with serve_collector(tmp_path / "c.duckdb") as site:
@@ -139,6 +147,10 @@ def test_check_measures_posts_the_profile_and_says_unknown_for_a_cpu(tmp_path: P
     with Store(site.db, read_only=True) as store:
         stored = store.sql(f"SELECT suite, tags->>'check' FROM runs WHERE run_id = '{run_id}'").rows
     assert stored == [("tiny", "profile")]
+    # Where the time went, for whoever sets a prolog's timeout: each phase within the process's whole life.
+    seconds = body["seconds"]
+    assert set(seconds) == {"measure", "deliver", "verdicts", "process"}
+    assert 0 < seconds["deliver"] + seconds["verdicts"] < seconds["measure"] < seconds["process"]
 
 
 def test_a_collector_that_is_down_keeps_the_run_on_disk_and_the_agent_judges(tmp_path: Path) -> None:

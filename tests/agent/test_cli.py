@@ -33,6 +33,7 @@ def test_list_shows_every_benchmark_with_its_cases() -> None:
         "layer_bert",
         "layer_t5_decoder",
         "training_gpt2",
+        "inference",
         "collective",
         "training_ddp",
     ):
@@ -45,8 +46,8 @@ def test_the_quick_run_covers_every_family(quick_run: dict[str, object]) -> None
     assert run.suite == "quick" and run.device == "cpu" and run.gpus == ()
     names = {r.name for r in run.results}
     assert names == {"matmul", "matmul_fp8", "bandwidth", "transfer", "layer_bert", "layer_gpt2",
-                     "layer_t5_encoder", "layer_t5_decoder", "training_bert", "training_gpt2", "collective",
-                     "training_ddp"}  # fmt: skip
+                     "layer_t5_encoder", "layer_t5_decoder", "training_bert", "training_gpt2", "inference",
+                     "collective", "training_ddp"}  # fmt: skip
     statuses = {(r.name, r.status) for r in run.results}
     # The machine-wide benchmarks run as two gloo processes on a CPU, and say so.
     machine = {(r.name, r.status) for r in run.results if r.gpu_index is None and r.benchmark != "matmul"}

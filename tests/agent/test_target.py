@@ -111,3 +111,32 @@ def test_free_host_memory_is_what_the_kernel_calls_available(tmp_path: Path) -> 
     (tmp_path / "old").write_text("MemTotal: 16000000 kB\n")  # kernels before 3.14 have no MemAvailable
     fallback = memory_available(str(tmp_path / "old"))
     assert fallback is None or fallback > 0
+
+
+def test_the_default_device_is_known_without_importing_torch(tmp_path: Path) -> None:
+    """A torch built without CUDA libraries means the CPU, told from its files: the agent's default device is
+    chosen before the measuring processes start, and torch's import there cost 5 s on the H200. A torch package
+    with CUDA libraries (made here as files) and no GPU for NVML to see is asked no further either."""
+    import os
+    import subprocess
+    import sys
+
+    from agent.devices.cuda import cuda_present_without_torch
+
+    code = "import sys; from agent.devices import default_kind; print(default_kind(), 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    # Here (no GPU): the CPU, and torch imported only where the files and NVML could not tell (a CUDA build of torch
+    # on a machine without NVML, as in make test-oldest).
+    known = cuda_present_without_torch(os.environ)
+    assert done.stdout.split() == ["cpu", str(known is None)], done.stderr
+    assert cuda_present_without_torch({"CUDA_VISIBLE_DEVICES": ""}) is False
+    fake = tmp_path / "torch"
+    (fake / "lib").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "lib" / "libtorch_cuda.so").write_bytes(b"")
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from agent.devices.cuda import cuda_present_without_torch; "
+             "print(cuda_present_without_torch({}))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True,
+                          cwd=Path(__file__).parents[2])  # fmt: skip
+    # NVML present with no GPU says False; NVML missing leaves it to torch (None).
+    assert done.stdout.strip() in ("False", "None"), done.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from collector.report import build_report
 from collector.store import Store
-from collector.views import comparison, fleet_health, version_changes
+from collector.views import charts, comparison, fleet_health, version_changes
 from tests.fixture_db import build_fixture_db
 
 EXPECTED = Path(__file__).with_name("expected")
@@ -102,6 +102,46 @@ def test_version_changes_need_ratio_and_noise_to_agree(store: Store) -> None:
     assert noisy and noisy[0].verdict in ("faster", "no change (within noise)")
 
 
+def test_llm_rows_are_per_model_batch_and_phase(store: Store) -> None:
+    cmp = comparison(store.reads())
+    index = {c.label: i for i, c in enumerate(cmp.cards)}
+    sxm, a100 = index["NVIDIA H100 80GB HBM3 80 GiB · 700 W"], index["NVIDIA A100-SXM4-80GB 80 GiB · 700 W"]
+
+    def cell(key: str, card: int) -> tuple[float, int]:
+        row = cmp.row(key)
+        assert row is not None and row.cells[card] is not None, key
+        return round(row.cells[card].median, 2), row.cells[card].count  # type: ignore[union-attr]
+
+    # Two H100s decoded one token per step in 5.6 and 5.7 ms: the median of 178.6 and 175.4 tokens/s.
+    assert cell("llama3_8b_decode_b1", sxm) == (round((1 / 5.6e-3 + 1 / 5.7e-3) / 2, 2), 2)
+    assert cell("llama3_8b_decode_b32", a100) == (round(32 / (9.0e-3 * 1.45), 2), 1)
+    # 15,144,067,072 bytes per step (weights and the KV cache) in 9 ms, of the A100's 2,039 GB/s, as a percentage.
+    assert cell("llama3_8b_decode_b1_bw", a100) == (82.52, 1)
+    assert cell("llama3_8b_prefill_b1", a100) == (round(512 / (1.1 / 35), 2), 1)
+    prefill = cmp.row("llama3_8b_prefill")
+    assert prefill is not None and prefill.unit == "TFLOPS"
+    assert cmp.row("llama32_3b_decode_b1") is None  # no card measured the smaller model: no row
+
+
+def test_the_inference_view_and_the_decode_chart(store: Store) -> None:
+    rows = store.sql(
+        "SELECT card, phase, batch, seq_len, tokens_per_s, tpot_s, ttft_s, bandwidth_fraction, bytes_per_step "
+        "FROM inference WHERE card LIKE 'NVIDIA A100%' ORDER BY phase, batch",
+        max_rows=100,
+    ).rows
+    assert [(r[1], r[2], r[3]) for r in rows] == [("decode", 1, 1024), ("decode", 32, 1024), ("prefill", 1, 512),
+                                                   ("prefill", 8, 2048)]  # fmt: skip
+    decode_1 = rows[0]
+    assert decode_1[5] == 9.0e-3 and decode_1[6] is None and decode_1[8] == 15_144_067_072
+    assert decode_1[7] == 0.8252 and rows[2][7] is None  # of the memory bandwidth, for decode only
+    assert rows[3][6] == 1.1  # time to first token: the prefill's time
+    lines = charts(store.reads(), comparison(store.reads()), ("decode",)).decode["llama-3-8b, 1024 positions"]
+    assert (lines[0].label, lines[0].points) == (
+        "NVIDIA A100-SXM4-80GB 80 GiB · 700 W",
+        [(1.0, 1 / 9.0e-3), (32.0, 32 / (9.0e-3 * 1.45))],
+    )
+
+
 def test_markdown_report_matches_expected(store: Store) -> None:
     _check("report.md", build_report(store.reads(), "md"))
 
@@ -111,7 +151,8 @@ def test_html_report_matches_expected_and_is_self_contained(store: Store) -> Non
     _check("report.html", html)
     assert html.count("<svg") >= 6
     for section in ("Cross-card comparison", "Fraction of the datasheet peak", "Fleet health", "Software versions",
-                    "Same model, different machines", "Price / performance"):  # fmt: skip
+                    "Same model, different machines", "Price / performance",
+                    "LLM decode: tokens/s against batch"):  # fmt: skip
         assert section in html
     assert re.findall(r"(?:src|href)\s*=|@import|url\(", html) == []
     assert set(re.findall(r"https?://[^\"' <]+", html)) <= {"http://www.w3.org/2000/svg"}

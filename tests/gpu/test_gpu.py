@@ -121,7 +121,9 @@ def test_error_counters_are_read_before_and_after_and_unsupported_ones_are_unkno
     from tests.conftest import agent_cli
 
     out = tmp_path / "run.json"
-    done = agent_cli("run", "--suite", "quick", "--device", "cuda", "--only", "matmul", "-q", "--output", str(out))
+    # --when-busy measure: this test process holds a CUDA context on the GPU, which counts as another process.
+    done = agent_cli("run", "--suite", "quick", "--device", "cuda", "--only", "matmul", "-q", "--output", str(out),
+                     "--when-busy", "measure")  # fmt: skip
     assert done.returncode == 0, done.stderr
     (card, *_) = json.loads(out.read_text())["gpus"]
     before, after = card["counters_before"], card["counters_after"]
@@ -145,7 +147,19 @@ def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) ->
 
     from tests.conftest import agent_cli
 
-    done = agent_cli("check", "--device", "cuda", "--gpus", "0", "--json", "--spool-dir", str(tmp_path), timeout=300)
+    done = agent_cli(
+        "check",
+        "--device",
+        "cuda",
+        "--gpus",
+        "0",
+        "--json",
+        "--spool-dir",
+        str(tmp_path),
+        "--when-busy",
+        "measure",
+        timeout=300,
+    )  # fmt: skip (this process holds a context: "busy")
     body = json.loads(done.stdout)
     (verdict,) = body["verdicts"]
     assert done.returncode == 0 and body["level"] == "ok", done.stdout + done.stderr

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 import schemas
 from schemas import RunSubmission
 from schemas.jsonschema import SCHEMA_FILE, render_json_schema
-from tests.factories import bandwidth, layer, matmul, run_dict
+from tests.factories import bandwidth, inference, layer, matmul, run_dict
 
 
 def _validate(data: dict[str, Any]) -> RunSubmission:
@@ -35,6 +35,16 @@ def test_a_valid_run_round_trips_unchanged() -> None:
     assert again == run
     assert [r.benchmark for r in run.results] == ["matmul", "layer", "bandwidth"]
     assert run.results[0].params.dtype == "bf16"  # type: ignore[union-attr]
+
+
+def test_inference_results_round_trip_and_name_their_phase() -> None:
+    run = _validate(run_dict([inference("prefill", 8, 2048, 0.45), inference("decode", 1, 1024, 5.6e-3)]))
+    prefill, decode = run.results
+    assert (prefill.params.phase, decode.params.phase) == ("prefill", "decode")  # type: ignore[union-attr]
+    assert decode.params.bytes_per_call == 15_144_067_072  # type: ignore[union-attr]
+    bad = run_dict([inference("decode", 1, 1024, 5.6e-3)])
+    bad["results"][0]["params"]["phase"] = "generate"
+    assert ("results.0.inference.params.phase", "literal_error") in _errors(bad)
 
 
 def test_results_are_discriminated_on_benchmark() -> None:
@@ -103,7 +113,7 @@ def test_public_names_are_pinned() -> None:
             "ACCEPTED_SCHEMA_VERSIONS", "GPU_SPECS", "RESULT_KINDS", "SCHEMA_VERSION", "BandwidthMetrics",
             "BandwidthParams", "BandwidthResult", "CollectiveMetrics", "CollectiveParams", "CollectiveResult", "Dtype",
             "ErrorBody", "ErrorDetail", "ErrorInfo", "Flag", "Gpu", "GpuCounters", "GpuSamples", "GpuSpec", "Host",
-            "LayerMetrics",
+            "InferenceMetrics", "InferenceParams", "InferenceResult", "LayerMetrics",
             "LayerParams", "LayerResult", "Machine", "MamfMetrics", "MamfParams", "MamfResult", "MatmulMetrics",
             "MatmulParams", "MatmulResult", "Result", "RunAccepted", "RunSubmission", "RunSummary", "RunsPage",
             "Software", "StateSummary", "Status", "ThrottleReason", "TimingStats", "TrainingMetrics",
