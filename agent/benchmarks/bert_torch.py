@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import Unsupported
 from ..models import Shape
-from .layers import _LayerBenchmark
+from .layers import LayerBenchmark
 
 #: transformers' BertConfig defaults, which models.config keeps for BERT.
 DROPOUT = 0.1
@@ -98,7 +98,7 @@ def torch_bert_layer(shape: Shape, attn_implementation: str) -> Any:
     return Layer()
 
 
-class TorchBertLayerBenchmark(_LayerBenchmark):
+class TorchBertLayerBenchmark(LayerBenchmark):
     """``layer_bert`` with the plain-torch layer: the same params and figure, no transformers import."""
 
     NAME = "layer_bert_torch"

@@ -30,7 +30,9 @@ class LayerGrid:
     attn_implementation: AttentionImplementation = "sdpa"
 
 
-class _LayerBenchmark(Benchmark[LayerGrid]):
+class LayerBenchmark(Benchmark[LayerGrid]):
+    """One transformer block per case; subclasses name the block and how it is built (``build``)."""
+
     KIND = "layer"
     BLOCK: str
     #: Whose code the block is: transformers' class, or agent/benchmarks/bert_torch.py's plain-torch BERT layer.
@@ -121,28 +123,28 @@ class _LayerBenchmark(Benchmark[LayerGrid]):
         self._built = None
 
 
-class BertLayerBenchmark(_LayerBenchmark):
+class BertLayerBenchmark(LayerBenchmark):
     NAME = "layer_bert"
     BLOCK = "bert_layer"
     WARM = models.WARM_BY_FAMILY["bert"]
     DESCRIPTION = "BERT-large layer TFLOPS, fwd and fwd+bwd, over batch and sequence length"
 
 
-class Gpt2BlockBenchmark(_LayerBenchmark):
+class Gpt2BlockBenchmark(LayerBenchmark):
     NAME = "layer_gpt2"
     BLOCK = "gpt2_block"
     WARM = models.WARM_BY_FAMILY["gpt2"]
     DESCRIPTION = "GPT-2-medium block TFLOPS, fwd and fwd+bwd, over batch and sequence length"
 
 
-class T5EncoderBenchmark(_LayerBenchmark):
+class T5EncoderBenchmark(LayerBenchmark):
     NAME = "layer_t5_encoder"
     BLOCK = "t5_encoder_block"
     WARM = models.WARM_BY_FAMILY["t5"]
     DESCRIPTION = "T5-large encoder block TFLOPS, fwd and fwd+bwd"
 
 
-class T5DecoderBenchmark(_LayerBenchmark):
+class T5DecoderBenchmark(LayerBenchmark):
     NAME = "layer_t5_decoder"
     BLOCK = "t5_decoder_block"
     WARM = models.WARM_BY_FAMILY["t5"]

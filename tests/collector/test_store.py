@@ -164,10 +164,11 @@ def _expected_figures(run: RunSubmission) -> dict[tuple[int | None, str], float]
                 continue
             if f.dtype_prefix and not str(params.get("dtype", "")).startswith(f.dtype_prefix):
                 continue
-            if metrics.get(f.value) is None:
+            source = result if f.value == "peak_fraction" else metrics  # the fraction is the result's own
+            if source.get(f.value) is None:
                 continue
             key = (result.get("gpu_index"), f.key)
-            best[key] = max(best.get(key, float("-inf")), metrics[f.value] * f.scale)
+            best[key] = max(best.get(key, float("-inf")), source[f.value] * f.scale)
     return best
 
 
