@@ -119,8 +119,23 @@ def check(
             )
             again = replace(config.run, gpus=indices, only=benchmarks, tags={**config.run.tags, "check": "remeasure"})
             verdicts = _measure_and_judge(again, client, measure, state)
+    verdicts = not_measured(verdicts, state.runs[-1])
     return CheckOutcome(tuple(verdicts), tuple(state.notes), tuple(state.runs), tuple(state.deliveries),
                         state.seconds)  # fmt: skip
+
+
+def not_measured(verdicts: Sequence[GpuVerdict], profile: RunSubmission) -> list[GpuVerdict]:
+    """UNKNOWN for a GPU the profile skipped because another process used it (``--when-busy``): the check could
+    not tell now, whatever the collector knows from earlier runs (kept in the figures, for reading)."""
+    busy = {r.gpu_index: r.reason for r in profile.results
+            if r.status == "skipped" and (r.reason or "").startswith("busy:") and r.gpu_index is not None}  # fmt: skip
+    out = []
+    for v in verdicts:
+        if v.gpu_index in busy:
+            v = v.model_copy(update={"level": Level.unknown, "reasons": (f"not measured now: {busy[v.gpu_index]}",
+                                                                        *v.reasons)})  # fmt: skip
+        out.append(v)
+    return out
 
 
 def _measure_and_judge(run: RunConfig, client: httpx.Client, measure: Measure, state: _Progress) -> list[GpuVerdict]:

@@ -120,6 +120,12 @@ class _CaseColumn(ProgressColumn):
         return Text.assemble(literal(task.fields.get("bench", ""), "bold"), " ", literal(task.description))
 
 
+def _settle(settings: Resolved) -> None:
+    """Before measuring: the agent's priority (its measuring processes inherit it), then the random start delay."""
+    lower_priority(check_priority(settings["priority"]))
+    _start_delay(settings["jitter"])
+
+
 def _start_delay(jitter: float) -> None:
     """Wait a random time up to ``jitter`` seconds (systemd's RandomizedDelaySec for schedulers that have none)."""
     if jitter < 0 or jitter > 86_400:
@@ -252,8 +258,7 @@ def run(
         when_busy=check_when_busy(settings["when_busy"]),
         busy_wait_s=settings["busy_wait"],
     )
-    lower_priority(check_priority(settings["priority"]))
-    _start_delay(settings["jitter"])
+    _settle(settings)
     with Progress(
         _CaseColumn(),
         BarColumn(),
@@ -362,8 +367,7 @@ def check(
             from_collector=from_collector,
             remeasure=remeasure,
         )
-        lower_priority(check_priority(settings["priority"]))
-        _start_delay(settings["jitter"])
+        _settle(settings)
 
         def machine_gpus() -> tuple[Gpu, ...]:
             from .machine import describe_machine

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.check import judge_locally
+from agent.check import judge_locally, not_measured
 from collector.store import Store
 from schemas import RunSubmission
 from schemas.verdicts import Level
@@ -49,6 +49,21 @@ def test_a_re_measurement_confirms_or_clears_a_failing_figure() -> None:
     confirmed = judge_locally([again_low, first])[3]
     assert confirmed.level is Level.slow and "in 2 of its last 2 measurements" in confirmed.reasons[0]
     assert judge_locally([again_fine, first])[3].level is Level.ok
+
+
+def test_a_gpu_skipped_as_busy_is_unknown_whatever_earlier_runs_say() -> None:
+    # GPU 1 was busy during this profile: its case was skipped, while the verdict (the collector's, from earlier
+    # runs) says ok; the check could not tell now, so it says UNKNOWN and why. GPU 0 keeps its verdict.
+    earlier = judge_locally([_machine([680.0, 681.0])])
+    profile = _machine([680.0, 681.0], hour=1)
+    skipped = profile.results[1].model_copy(update={"status": "skipped", "metrics": None, "timing": None,
+                                                    "reason": "busy: 1 process, 87 % utilisation"})  # fmt: skip
+    profile = profile.model_copy(update={"results": (profile.results[0], skipped)})
+    assert [v.level for v in earlier] == [Level.ok, Level.ok]
+    now = not_measured(earlier, profile)
+    assert [v.level for v in now] == [Level.ok, Level.unknown]
+    assert now[1].reasons[0] == "not measured now: busy: 1 process, 87 % utilisation"
+    assert now[1].figures == earlier[1].figures
 
 
 def test_a_lone_gpu_is_held_to_its_floor_and_an_unknown_one_is_unknown() -> None:
