@@ -9,6 +9,9 @@ VENV_ARGS ?=
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= agent,collector,dev
 PYTEST_ARGS ?=
+# make test runs the CPU tests in this many processes (pytest-xdist; each test file stays in one of them, so a file's
+# shared servers and fixtures stay shared): 2 took the suite from 13.4 to 9.8 min on a 2-core machine (2026-12-02).
+TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(eval) ,_,$(TORCH_SPEC)))
 
@@ -25,7 +28,7 @@ demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not gpu" $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -m gpu $(PYTEST_ARGS)
@@ -64,7 +67,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 schema: $(STAMP)
-	$(BIN)/python -c "from schemas.jsonschema import write_json_schema; print(write_json_schema())"
+	$(BIN)/python -c "from schemas.jsonschema import write_schemas; print(*write_schemas())"
 
 # Wheels the lent GPU machine lacks (it has torch, transformers, httpx, typer, rich, nvidia-ml-py; no registry).
 # httptools: the collector's HTTP limits (header cap and deadlines, connection cap) need its parser.

@@ -144,6 +144,8 @@ def finish_case(
     flags: list[Flag] = list(outcome.flags)
     if outcome.timing.cv > HIGH_CV:
         flags.append("high_cv")
+    if outcome.timing.settled is False:
+        flags.append("unsettled")
     if fraction is not None and fraction > ABOVE_PEAK:
         flags.append("above_peak")
     if state is not None and slowed_down(state.throttle_reasons, gpu):

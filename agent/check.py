@@ -16,17 +16,21 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from schemas import Gpu, RunSubmission
+from schemas.baselines import BaselineError, BaselineIndex, bundled, card_key, parse_bundle
 from schemas.verdicts import (
     DEFAULT_THRESHOLD,
     EXIT_CODES,
     FigureJudgement,
     GpuVerdict,
     Level,
+    baseline_reference,
+    baseline_summary,
     counter_faults,
     figure_values,
     figure_verdict,
@@ -38,7 +42,8 @@ from schemas.verdicts import (
 )
 
 from .config import RunConfig
-from .errors import AgentError
+from .devices import device
+from .errors import AgentError, ConfigError
 from .upload import Delivery, deliver
 
 #: The benchmark of the health profile that measures each figure: what a re-measurement runs.
@@ -46,6 +51,8 @@ FIGURE_BENCHMARKS = {
     "matmul_bf16": "matmul", "memory": "bandwidth", "h2d": "transfer", "bert_fwdbwd": "layer_bert_torch",
 }  # fmt: skip
 VERDICTS_PATH = "/api/v1/verdicts"
+#: Why a machine without a GPU is UNKNOWN without measuring anything (the health profile takes minutes on a CPU).
+NO_GPU = "no GPU on this machine: nothing measured (--device cpu measures the CPU)"
 _VERDICTS = TypeAdapter(list[GpuVerdict])
 
 
@@ -54,6 +61,22 @@ class CheckConfig:
     run: RunConfig  # the profile's run: suite (``health``), device, GPUs, collector
     from_collector: bool = False
     remeasure: bool = True
+    #: The CPU was asked for (``--device cpu``): without it, a machine with no GPU is UNKNOWN at once, unmeasured.
+    measure_cpu: bool = False
+    #: Baselines for judging here: the bundled ones, or a bundle given with --baseline (``baselines_for``).
+    baselines: BaselineIndex = field(default_factory=BaselineIndex)
+
+
+def baselines_for(path: Path | None) -> BaselineIndex:
+    """The baselines ``check`` judges against when it judges here: the file given, else those bundled."""
+    if path is None:
+        return BaselineIndex((b, "bundled") for b in bundled())
+    try:
+        return BaselineIndex([(parse_bundle(path.read_bytes()), "file")])
+    except OSError as exc:
+        raise ConfigError(f"--baseline {path}: {exc.strerror or exc}") from None
+    except BaselineError as exc:
+        raise ConfigError(f"--baseline {path}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -105,8 +128,12 @@ def check(
         found = list(gpus())
         verdicts, note = _from_collector(client, config.run, found)
         return CheckOutcome(tuple(verdicts), (note,) if note else ())
+    if not device(config.run.device).is_gpu and not config.measure_cpu:
+        from .probe import host
+
+        return CheckOutcome((_unknown(None, host().hostname, NO_GPU),))
     state = _Progress()
-    verdicts = _measure_and_judge(config.run, client, measure, state)
+    verdicts = _measure_and_judge(config.run, client, measure, state, config.baselines)
     suspect = [v for v in verdicts if v.level is Level.suspect]
     if config.remeasure and suspect:
         figures = sorted({f.figure for v in suspect for f in v.figures if f.level is Level.suspect})
@@ -118,7 +145,7 @@ def check(
                 f"{', '.join(figures)} failed once"
             )
             again = replace(config.run, gpus=indices, only=benchmarks, tags={**config.run.tags, "check": "remeasure"})
-            verdicts = _measure_and_judge(again, client, measure, state)
+            verdicts = _measure_and_judge(again, client, measure, state, config.baselines)
     verdicts = not_measured(verdicts, state.runs[-1])
     return CheckOutcome(tuple(verdicts), tuple(state.notes), tuple(state.runs), tuple(state.deliveries),
                         state.seconds)  # fmt: skip
@@ -138,11 +165,13 @@ def not_measured(verdicts: Sequence[GpuVerdict], profile: RunSubmission) -> list
     return out
 
 
-def _measure_and_judge(run: RunConfig, client: httpx.Client, measure: Measure, state: _Progress) -> list[GpuVerdict]:
+def _measure_and_judge(
+    run: RunConfig, client: httpx.Client, measure: Measure, state: _Progress, baselines: BaselineIndex
+) -> list[GpuVerdict]:
     with state.timed("measure"):
         submission = measure(run)
     state.runs.insert(0, submission)
-    local = judge_locally(state.runs)
+    local = judge_locally(state.runs, baselines)
     if not run.upload.collector_url:
         return local
     with state.timed("deliver"):
@@ -210,12 +239,16 @@ def _unknown(gpu: Gpu | None, hostname: str, why: str) -> GpuVerdict:
     )
 
 
-def judge_locally(runs: Sequence[RunSubmission]) -> list[GpuVerdict]:
+def judge_locally(runs: Sequence[RunSubmission], baselines: BaselineIndex | None = None) -> list[GpuVerdict]:
     """Each GPU of this machine's ``runs`` (newest first) against the machine's other GPUs of its model (their
-    newest values), its own measurements in these runs (a re-measurement confirms or clears the first) and its
-    model's bundled floor; the counters of every run for faults."""
+    newest values), its own measurements in these runs (a re-measurement confirms or clears the first), its card's
+    baseline and its model's bundled floor; the counters of every run for faults."""
     if not runs:
         return []
+    baselines = baselines if baselines is not None else BaselineIndex()
+    profile = runs[-1]
+    software = {"driver": profile.software.driver, "cuda": profile.software.cuda, "torch": profile.software.torch,
+                "transformers": profile.software.transformers}  # fmt: skip
     latest: dict[int, Gpu] = {}
     faults: dict[int, list[str]] = {}
     measured: dict[tuple[int, str], list[float]] = {}
@@ -236,11 +269,14 @@ def judge_locally(runs: Sequence[RunSubmission]) -> list[GpuVerdict]:
     hostname = runs[0].host.hostname
     verdicts = []
     for index, g in sorted(latest.items()):
+        card = card_key(g.name, g.memory_bytes, g.power_limit_w)
+        default_card = card_key(g.name, g.memory_bytes, g.power_limit_default_w) if g.power_limit_default_w else None
         judged: list[FigureJudgement] = []
         for (i, figure), series in measured.items():
             if i != index:
                 continue
             others = [v[0] for (j, f), v in measured.items() if f == figure and j != index and latest[j].name == g.name]
+            baseline, note = baseline_reference(baselines, figure, card, default_card, profile.suite, software)
             judged.append(
                 judge(
                     figure,
@@ -248,6 +284,8 @@ def judge_locally(runs: Sequence[RunSubmission]) -> list[GpuVerdict]:
                     peers=(statistics.median(others), len(others)) if others else None,
                     floor=floor_of(figure, g.name, g.pcie_gen_max, g.pcie_width_max),
                     threshold=max(DEFAULT_THRESHOLD, minimum_threshold(figure)),
+                    baseline=baseline,
+                    note=note,
                 )
             )
         level = gpu_level(faults[index], judged)
@@ -255,7 +293,8 @@ def judge_locally(runs: Sequence[RunSubmission]) -> list[GpuVerdict]:
         if level is Level.unknown and not judged:
             reasons.append("none of the health figures was measured")
         elif level is Level.unknown:
-            reasons.append(f"no bundled floor for {g.name} and no other GPU of its model here to compare with")
+            reasons.append(f"no baseline or bundled floor for {card} and no other GPU of its model here to compare "
+                           "with")  # fmt: skip
         verdicts.append(
             GpuVerdict(
                 uuid=g.uuid,
@@ -267,6 +306,7 @@ def judge_locally(runs: Sequence[RunSubmission]) -> list[GpuVerdict]:
                 run_id=str(runs[0].run_id),
                 judged_by="agent",
                 figures=tuple(figure_verdict(j) for j in sorted(judged, key=lambda j: j.figure)),
+                baseline=baseline_summary(baselines, card, default_card, profile.suite),
             )
         )
     if not verdicts:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from schemas import Gpu
+from schemas.helpscreen import plain_help
 from schemas.terminal import literal
 from schemas.verdicts import EXIT_CODES, Level
 
@@ -48,7 +51,9 @@ out = Console()
 err = Console(stderr=True)
 
 # Each of these is also read from FLOPFLEET_<NAME> and the config file (agent/settings.py: flags > env > file).
-CollectorOpt = Annotated[str | None, typer.Option("--collector", help="Collector base URL (env FLOPFLEET_COLLECTOR).")]
+CollectorOpt = Annotated[
+    str | None, typer.Option("--collector", metavar="URL", help="Collector base URL (env FLOPFLEET_COLLECTOR).")
+]
 TokenOpt = Annotated[
     str | None,
     typer.Option("--token", help="Bearer token for writes (env FLOPFLEET_TOKEN); prefer --token-file.",
@@ -63,7 +68,7 @@ SpoolOpt = Annotated[
 ]
 DeviceOpt = Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda when present)")]
 GpusOpt = Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 (default: all)")]
-TagOpt = Annotated[list[str] | None, typer.Option(help="key=value label stored with the run; repeatable.")]
+TagOpt = Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help="A label stored with the run; repeatable.")]
 CaseTimeoutOpt = Annotated[
     float | None, typer.Option(help="Seconds a case may make no progress before it counts as a hang.")
 ]
@@ -118,6 +123,24 @@ class _CaseColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         return Text.assemble(literal(task.fields.get("bench", ""), "bold"), " ", literal(task.description))
+
+
+@contextmanager
+def _progress(*, disable: bool) -> Iterator[Callable[[object], None]]:
+    """A progress bar on stderr while cases are measured, fed by the runner's events (gone once done)."""
+    with Progress(_CaseColumn(), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
+                  disable=disable) as progress:  # fmt: skip
+        task = progress.add_task("", total=None, bench="planning")
+
+        def on_event(event: object) -> None:
+            from .runner import CaseEvent
+
+            assert isinstance(event, CaseEvent)
+            progress.update(
+                task, total=event.total, completed=event.done, bench=event.benchmark, description=event.label
+            )
+
+        yield on_event
 
 
 def _settle(settings: Resolved) -> None:
@@ -259,25 +282,7 @@ def run(
         busy_wait_s=settings["busy_wait"],
     )
     _settle(settings)
-    with Progress(
-        _CaseColumn(),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=quiet,
-    ) as progress:
-        task = progress.add_task("", total=None, bench="planning")
-
-        def on_event(event: object) -> None:
-            from .runner import CaseEvent
-
-            assert isinstance(event, CaseEvent)
-            progress.update(
-                task, total=event.total, completed=event.done, bench=event.benchmark, description=event.label
-            )
-
+    with _progress(disable=quiet) as on_event:
         submission = execute(run_config, on_event)
     out.print(render.summary_table(submission))
     for line in render.problems(submission):
@@ -326,6 +331,13 @@ def check(
     remeasure: Annotated[
         bool, typer.Option(help="Measure a figure that failed once again before giving the verdict.")
     ] = True,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            help="A baseline bundle to judge against here, instead of the bundled ones "
+            "(flopfleet-collector baseline export)."
+        ),
+    ] = None,
     tag: TagOpt = None,
     case_timeout: CaseTimeoutOpt = None,
     when_busy: WhenBusyOpt = None,
@@ -337,12 +349,12 @@ def check(
 
     Exits 0 OK, 1 WARNING (a figure failed once and was not confirmed), 2 CRITICAL (confirmed slow, or an error
     counter says the GPU is faulty), 3 UNKNOWN (nothing to compare with, or the check itself failed). With a
-    collector the run is posted and the collector judges it against the fleet; without one, against this
-    machine's other GPUs and the model's bundled floor.
+    collector the run is posted and the collector judges it against the fleet and its baselines; without one,
+    against this machine's other GPUs, the card's baseline (bundled, or --baseline) and the model's floor.
     """
     import json
 
-    from .check import CheckConfig
+    from .check import CheckConfig, baselines_for
     from .check import check as run_check
     from .session import execute
     from .upload import new_client
@@ -366,6 +378,8 @@ def check(
             ),
             from_collector=from_collector,
             remeasure=remeasure,
+            measure_cpu=settings["device"] == "cpu",
+            baselines=baselines_for(baseline),
         )
         _settle(settings)
 
@@ -374,10 +388,11 @@ def check(
 
             return describe_machine(check_config.run.device).gpus
 
-        with new_client() as client:
-            outcome = run_check(check_config, client, execute, machine_gpus)
+        # Progress only where a person watches (a terminal): a prolog's or a timer's log gets the verdict lines alone.
+        with new_client() as client, _progress(disable=not err.is_terminal) as on_event:
+            outcome = run_check(check_config, client, lambda run: execute(run, on_event), machine_gpus)
     except AgentError as exc:  # the check could not say: UNKNOWN, as a monitoring plugin does
-        err.print(Text.assemble(("error", "red"), ": ", literal(exc)))
+        err.print(Text.assemble(("error", "red"), ": ", literal(exc)), soft_wrap=True)
         raise typer.Exit(EXIT_CODES[Level.unknown]) from None
     if as_json:
         body = {
@@ -469,7 +484,7 @@ def main() -> None:
             from .plugins import load_plugins
 
             load_plugins(os.environ)
-        app()
+        plain_help(app)()
     except AgentError as exc:
-        err.print(Text.assemble(("error", "red"), ": ", literal(exc)))
+        err.print(Text.assemble(("error", "red"), ": ", literal(exc)), soft_wrap=True)  # one line, unwrapped
         sys.exit(EXIT_FAILED)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from schemas.results import AttentionImplementation
 
@@ -18,6 +20,8 @@ from .occupancy import DEFAULT_WAIT_S, WhenBusy, check_when_busy
 
 ATTENTION: tuple[AttentionImplementation, ...] = ("sdpa", "eager", "flash_attention_2")
 _TAG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,63})=(.{0,256})$")
+#: One label of a host name (underscores too: container and compose service names have them).
+_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 
 
 def default_spool_dir(environ: Mapping[str, str]) -> Path:
@@ -49,6 +53,53 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
     return indices
 
 
+def check_collector_url(url: str) -> str:
+    """``url`` if a run can be sent to it: http(s), a host name or IP address, a port in 1..65535, no credentials,
+    query or fragment. Checked before anything is measured, so a typo costs no run."""
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"--collector {url!r} is not an http(s) URL like http://host:8000: {why}")
+
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise bad("it contains a space or a control character")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # an unclosed [IPv6 address], a port that is not a number or out of range
+        raise bad(str(exc)) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise bad(f"the scheme is {parts.scheme or 'missing'!r}, not http or https")
+    if parts.username is not None or parts.password is not None:
+        raise bad("credentials do not belong in it (the token goes in --token-file)")
+    if parts.query or parts.fragment:
+        raise bad("a collector's base URL has no query or fragment")
+    if port == 0:
+        raise bad("port 0 is not a port a collector listens on")
+    if not parts.hostname:
+        raise bad("it names no host")
+    if not _is_host(parts.hostname, bracketed="[" in parts.netloc):
+        raise bad(f"{parts.hostname!r} is not a host name or an IP address")
+    return url
+
+
+def _is_host(host: str, *, bracketed: bool) -> bool:
+    """An IPv6 address in brackets, an IPv4 address, or a host name (IDNA-encodable, labels of up to 63)."""
+    try:
+        if bracketed:
+            ipaddress.IPv6Address(host.split("%", 1)[0])
+            return True
+        labels = host.encode("idna").decode("ascii").rstrip(".").split(".")
+    except (ValueError, UnicodeError):
+        return False
+    if all(label.isdigit() for label in labels):  # dotted numbers are an IPv4 address or nothing
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return False
+        return True
+    return len(host) <= 253 and all(_LABEL.match(label) for label in labels)
+
+
 @dataclass(frozen=True)
 class UploadConfig:
     collector_url: str | None = None
@@ -58,8 +109,8 @@ class UploadConfig:
     timeout_s: float = 30.0  # one deadline per attempt: connect, send and the whole answer
 
     def __post_init__(self) -> None:
-        if self.collector_url is not None and not re.match(r"^https?://[^\s/]+", self.collector_url):
-            raise ConfigError(f"--collector {self.collector_url!r} is not an http(s) URL like http://host:8000")
+        if self.collector_url is not None:
+            check_collector_url(self.collector_url)
         if self.retries < 0:
             raise ConfigError("retries must be >= 0")
         if not 0 < self.timeout_s <= 3600:

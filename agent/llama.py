@@ -44,6 +44,8 @@ class LlamaShape:
     vocab: int
     tied: bool  # the LM head shares the embedding table
     max_positions: int
+    rope_theta: float = 500000.0  # Llama 3's rotary base (rope scaling, as 3.2's, left out: it costs nothing more)
+    norm_eps: float = 1e-5
 
     @property
     def head_dim(self) -> int:
@@ -112,6 +114,8 @@ def build(shape: LlamaShape, dtype: torch.dtype, attn_implementation: str, devic
         num_key_value_heads=shape.kv_heads,
         vocab_size=shape.vocab,
         max_position_embeddings=shape.max_positions,
+        rope_theta=shape.rope_theta,
+        rms_norm_eps=shape.norm_eps,
         tie_word_embeddings=shape.tied,
         attn_implementation=register_attention() if attn_implementation == "sdpa" else attn_implementation,
     )
@@ -141,7 +145,7 @@ def register_attention() -> str:
     return ATTENTION
 
 
-def _native_gqa() -> bool:
+def native_gqa() -> bool:
     """torch >= 2.5 lets SDPA's kernels read grouped KV heads in place (``enable_gqa``)."""
     import torch
 
@@ -167,7 +171,7 @@ def sdpa_no_mask(
         key, value = key[:, :, :queries], value[:, :, :queries]
     groups = query.shape[1] // key.shape[1]
     extra: dict[str, Any] = {}
-    if groups > 1 and _native_gqa():
+    if groups > 1 and native_gqa():
         extra["enable_gqa"] = True
     elif groups > 1:
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)

@@ -164,6 +164,8 @@ def verdict_lines(verdicts: Sequence[GpuVerdict]) -> list[Text]:
             head.append_text(literal(f" · {figures}"))
         if v.reasons:
             head.append_text(literal(" · " + "; ".join(v.reasons)))
+        if v.baseline:
+            head.append_text(literal(f" · {v.baseline}", "dim"))
         head.append_text(literal(f" [judged by the {v.judged_by}]", "dim"))
         lines.append(head)
     return lines
@@ -175,6 +177,8 @@ def _figure_text(f: FigureVerdict) -> str:
         parts.append(f"{f.value / f.peers:.2f}× peers")
     if f.history:
         parts.append(f"{f.value / f.history:.2f}× own")
+    if f.baseline:
+        parts.append(f"{f.value / f.baseline:.2f}× baseline")
     if f.floor:
         parts.append(f"floor {f.floor:,.0f}")
     refs = f" ({', '.join(parts)})" if parts else ""

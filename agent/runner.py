@@ -73,9 +73,11 @@ def run_cases(
     deadline: float | None = None,
     on_event: ProgressFn | None = None,
     launchers: Launchers | None = None,
+    origin: float | None = None,
 ) -> list[Result]:
     """Every case of every benchmark on every target, each isolated from the others: device cases through the
-    device launcher (in this process unless told otherwise), then the group cases through worker groups."""
+    device launcher (in this process unless told otherwise), then the group cases through worker groups.
+    ``origin`` (the agent's start, on time.monotonic) dates each result's hand-over and return."""
     plan = planned(benchmarks, targets, span)
     notify = on_event or (lambda _: None)
     total = len(plan)
@@ -84,7 +86,7 @@ def run_cases(
         notify(CaseEvent(done, total, bench.NAME, case.label, where, result))
 
     chosen = launchers or Launchers(InlineLauncher(policy))
-    finish = Finisher(monitor, {g.index: g for g in gpus}, deadline)
+    finish = Finisher(monitor, {g.index: g for g in gpus}, deadline, origin)
     progress = Counted(report)
     jobs = [Job(t, b, c) for t, b, c in plan if t is not None and isinstance(b, Benchmark)]
     results = chosen.device.run(jobs, finish, progress)

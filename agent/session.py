@@ -11,6 +11,7 @@ from typing import Any
 
 from schemas import SCHEMA_VERSION, Gpu, Result, RunSubmission
 from schemas.environment import MAX_SAMPLES
+from schemas.timeline import Timeline
 
 from . import __version__, occupancy, probe
 from .benchmarks import Benchmark, Span
@@ -23,6 +24,7 @@ from .nvml import Nvml, open_nvml
 from .runner import ProgressFn, run_cases
 from .suites import suite
 from .target import Target, find_targets
+from .timing import process_started
 
 
 def targets_for(config: RunConfig) -> list[Target]:
@@ -43,7 +45,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
     if device_benchmarks and config.parallel:
         launchers.device.prepare(tuple(m for b in device_benchmarks for m in b.WARM), count=len(targets))
     torch.manual_seed(0)
-    started = datetime.now(timezone.utc)
+    started, started_mono, origin = datetime.now(timezone.utc), time.monotonic(), process_started()
     deadline = time.monotonic() + config.time_budget_s if config.time_budget_s else None
     with open_nvml() as nvml:
         gpus = probe.gpus(targets, nvml)
@@ -59,7 +61,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         with Monitor(nvml, handles) as monitor, _xids(nvml, handles) as xids:
             span = Span(kind=config.device, targets=tuple(measured), nodes=config.nodes)  # type: ignore[arg-type]
             results = run_cases(benchmarks, measured, gpus, chosen.policy, monitor, span=span, deadline=deadline,
-                                on_event=on_event, launchers=launchers)  # fmt: skip
+                                on_event=on_event, launchers=launchers, origin=origin)  # fmt: skip
         results = _busy_marked(results, busy) if config.when_busy == "measure" else results
         results += [
             failed_result(b, c, t, "skipped", busy.get(t.index or 0, "busy"))
@@ -75,6 +77,9 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         ]  # fmt: skip
         samples = monitor.samples(MAX_SAMPLES)
         software = probe.software(nvml)
+    finished, finished_mono = datetime.now(timezone.utc), time.monotonic()
+    timeline = Timeline(run_started_s=max(started_mono - origin, 0.0), run_finished_s=max(finished_mono - origin, 0.0),
+                        processes=tuple(launchers.device.processes(origin)))  # fmt: skip
     return RunSubmission(
         schema_version=SCHEMA_VERSION,
         run_id=uuid.uuid4(),
@@ -82,7 +87,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         suite=chosen.name,
         device=config.device,  # type: ignore[arg-type]
         started_at=started,
-        finished_at=datetime.now(timezone.utc),
+        finished_at=finished,
         host=probe.host(),
         software=software,
         gpus=tuple(gpus),
@@ -90,6 +95,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         gpu_samples=samples,
         topology=probe.topology(config.device),
         tags=dict(config.tags),
+        timeline=timeline,
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from schemas.results import AttentionImplementation
+from schemas.results import AttentionImplementation, InferenceImplementation
 
 from .benchmarks import REGISTRY, AnyBenchmark, benchmark_class
 from .benchmarks.bandwidth import BandwidthGrid
@@ -30,6 +30,8 @@ from .timing import GroupPolicy, TimingPolicy
 KiB = 1 << 10
 MiB = 1 << 20
 DENSE_DTYPES = ("fp32", "tf32", "fp16", "bf16")
+#: transformers' Llama (what its users get) and the lean plain-torch one (what the card can do), side by side.
+BOTH_LLAMAS: tuple[InferenceImplementation, ...] = ("transformers", "torch")
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,11 @@ QUICK = Suite(
         "training_bert": TrainingGrid(model="bert-tiny", seq_len=32, batch_cap=4, search=False),
         "training_gpt2": TrainingGrid(model="gpt2-tiny", seq_len=32, batch_cap=4, search=False),
         "inference": InferenceGrid(
-            prefill=((1, 32), (2, 64)), decode_batches=(1, 4), context=64, models=("llama-tiny",)
+            prefill=((1, 32), (2, 64)),
+            decode_batches=(1, 4),
+            context=64,
+            models=("llama-tiny",),
+            implementations=BOTH_LLAMAS,
         ),
         "collective": CollectiveGrid(
             sizes=(32 * KiB, MiB), policy=GroupPolicy(warmup=2, repeats=3, repeat_s=0.002, max_calls=20)
@@ -95,14 +101,23 @@ QUICK = Suite(
 )
 
 _LAYER_DTYPES = ("fp16", "bf16")
+#: The standard suite's timing (docs/methodology.md, "Timing"): warm-up until three 10 ms windows of repeats agree
+#: (within 1 %, or within their noise), at least 0.3 s of continuous load for the rates measured sustained (matmul,
+#: training), then repeats until the median is known to 1 % (at most 0.12 s). Every case shorter than 20 ms is
+#: replayed as a CUDA graph unless it cannot be captured (matmul decides for itself: one kernel per call).
+STANDARD_POLICY = TimingPolicy(
+    warmup_s=0.0, min_warmup=2, min_repeats=5, max_repeats=500, min_time_s=0.0, max_time_s=0.12,
+    settle_rel=0.01, settle_window_s=0.01, settle_windows=3, max_warmup_s=0.5, sustain_s=0.3, target_rel_ci=0.01,
+    graph_below_s=0.02, graph_target_s=0.002, batch=64,
+)  # fmt: skip
 STANDARD = Suite(
     name="standard",
     description="the transformers-benchmarks set (matmul, vector, BERT/GPT-2/T5 layers) plus fp8, "
     "bandwidth, transfers, training steps and LLM prefill and decode",
-    policy=TimingPolicy(),
+    policy=STANDARD_POLICY,
     grids={
-        "matmul": MatmulGrid(sizes=(128, 512, 2048, 4096, 8192, 16384), dtypes=DENSE_DTYPES),
-        "matmul_fp8": MatmulGrid(sizes=(512, 2048, 4096, 8192, 16384), dtypes=("fp8_e4m3",)),
+        "matmul": MatmulGrid(sizes=(128, 512, 2048, 4096, 8192, 16384), dtypes=DENSE_DTYPES, each_call=True),
+        "matmul_fp8": MatmulGrid(sizes=(512, 2048, 4096, 8192, 16384), dtypes=("fp8_e4m3",), each_call=True),
         "bandwidth": BandwidthGrid(
             scale=tuple(1 << e for e in range(16, 29, 2)),  # 256 KiB .. 1 GiB, the notebook's sizes and more
             copy=(1 << 24, 1 << 26, 1 << 28),
@@ -123,7 +138,9 @@ STANDARD = Suite(
         ),
         "training_bert": TrainingGrid(model="bert-large", seq_len=128, batch_cap=256),
         "training_gpt2": TrainingGrid(model="gpt2-medium", seq_len=1024, batch_cap=32),
-        "inference": InferenceGrid(prefill=((1, 512), (8, 2048)), decode_batches=(1, 32), context=1024),
+        "inference": InferenceGrid(
+            prefill=((1, 512), (8, 2048)), decode_batches=(1, 32), context=1024, implementations=BOTH_LLAMAS
+        ),
         # nccl-tests' range: 32 KiB (latency-bound) .. 8 GiB (bandwidth-bound), x4 apart.
         "collective": CollectiveGrid(sizes=tuple(32 * KiB << (2 * e) for e in range(10))),
         "training_ddp": DataParallelGrid(model="gpt2-medium", seq_len=1024, batch=16),
@@ -138,7 +155,10 @@ FULL = Suite(
     grids={
         **STANDARD.grids,
         "inference": InferenceGrid(
-            prefill=((1, 512), (1, 2048), (4, 2048), (8, 2048), (1, 8192)), decode_batches=(1, 8, 32, 64), context=1024
+            prefill=((1, 512), (1, 2048), (4, 2048), (8, 2048), (1, 8192)),
+            decode_batches=(1, 8, 32, 64),
+            context=1024,
+            implementations=BOTH_LLAMAS,
         ),
         "mamf": MamfGrid(
             dtypes=("bf16", "fp16", "fp8_e4m3", "tf32"),

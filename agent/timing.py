@@ -2,8 +2,9 @@
 
 GPU work is timed with CUDA events per repeat, after warm-up, with the L2 cache flushed before each repeat.
 Calls the host cannot launch fast enough to keep the GPU busy are captured in a CUDA graph and replayed, so
-host jitter is never reported as GPU speed. The CPU path uses ``time.perf_counter``. Repetition is adaptive:
-it stops once the interquartile range is small, or when the case's time budget is spent.
+host jitter is never reported as GPU speed. The CPU path uses ``time.perf_counter``. Warm-up can last until the
+timings settle, and repetition stops once the median is known well enough, or the interquartile range is small,
+or when the case's time budget is spent (the rules are in ``repeats``).
 
 Each device kind picks its implementations (``Device.timer``, ``Device.clock``): a ``Timer`` for the cases of one
 device, a ``Clock`` for one rank of a worker group; the harness never asks which kind it has.
@@ -12,13 +13,16 @@ device, a ``Clock`` for one rank of a worker group; the harness never asks which
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from schemas import TimingStats
+
+from .repeats import Settling, median_known, relative_halfwidth
 
 if TYPE_CHECKING:
     import torch
@@ -30,9 +34,12 @@ Method = Literal["cuda_event", "cuda_graph", "perf_counter"]
 class TimingPolicy:
     """How long and how often to measure one case; suites choose one, tests shrink it.
 
-    The measuring window is short and nearly fixed (``min_time_s`` to ``max_time_s``): a GPU at its power cap
-    moves its clocks within tenths of a second, so windows of similar length in two runs see the same regime,
-    while an open-ended window would not.
+    By default the measuring window is short and nearly fixed (``min_time_s`` to ``max_time_s``): a GPU at its
+    power cap moves its clocks within tenths of a second, so windows of similar length in two runs see the same
+    regime. With ``settle_rel`` the warm-up instead lasts until the timings stop moving (at least ``warmup_s``, at
+    most ``max_warmup_s``), and with ``target_rel_ci`` repetition stops once the median is known to that fraction
+    (the half-width of its 95 % confidence interval), not at a window's length: the regime is then the steady
+    state, whatever the window.
     """
 
     warmup_s: float = 0.02
@@ -45,13 +52,34 @@ class TimingPolicy:
     graph_below_s: float = 2e-3  # replay calls shorter than this as a CUDA graph
     graph_target_s: float = 4e-3  # one graph replay should last about this long
     graph_max_calls: int = 256
-    batch: int = 5  # repeats enqueued between host synchronisations
+    graph_host_share: float = 0.25  # ... or whose launch takes the host more than this share of the GPU's time
+    batch: int = 5  # at most this many repeats enqueued between host synchronisations
+    sync_s: float = 0.01  # with the repeats' time known, enough of them between synchronisations to last this long
+    settle_rel: float = 0.0  # > 0: warm up until consecutive windows of repeats have medians this close (relative)
+    settle_window_s: float = 0.02  # a settling window holds at least this much time of repeats
+    settle_windows: int = 2  # how many consecutive windows must agree
+    max_warmup_s: float = 1.0  # with settle_rel: the warm-up ends about here, settled or not (flagged 'unsettled')
+    target_rel_ci: float = 0.0  # > 0: stop once the median's 95 % confidence interval is this narrow (relative)
+    sustain_s: float = 0.0  # the least warm-up of a case that measures a rate under continuous load (for_sustained)
 
     def __post_init__(self) -> None:
         if self.min_warmup < 1 or self.min_repeats < 2 or self.max_repeats < self.min_repeats:
             raise ValueError("timing needs min_warmup >= 1 and 2 <= min_repeats <= max_repeats")
         if self.max_time_s < self.min_time_s:
             raise ValueError("timing needs min_time_s <= max_time_s")
+        if self.settle_rel < 0 or self.target_rel_ci < 0 or self.batch < 1 or self.settle_windows < 2:
+            raise ValueError("timing needs settle_rel, target_rel_ci >= 0, batch >= 1 and settle_windows >= 2")
+        if self.max_warmup_s < max(self.warmup_s, self.sustain_s):
+            raise ValueError("timing needs warmup_s and sustain_s <= max_warmup_s")
+
+    @property
+    def settles(self) -> bool:
+        return self.settle_rel > 0
+
+    def for_sustained(self) -> TimingPolicy:
+        """This policy for a rate under continuous load (matmul, a training step): at least ``sustain_s`` of
+        warm-up, so the power limit's transient is over before anything is timed."""
+        return replace(self, warmup_s=max(self.warmup_s, self.sustain_s)) if self.sustain_s else self
 
 
 @dataclass(frozen=True)
@@ -85,13 +113,21 @@ class Timed:
 
 
 def summarize(
-    per_call_s: list[float], *, method: Method, warmup: int, calls_per_repeat: int, total_s: float
+    per_call_s: list[float],
+    *,
+    method: Method,
+    warmup: int,
+    calls_per_repeat: int,
+    total_s: float,
+    phases: Phases | None = None,
 ) -> TimingStats:
-    """Statistics over per-call times; the median is the figure reports use."""
+    """Statistics over per-call times; the median is the figure reports use. ``phases`` adds where the time went
+    and how well the median is known."""
     samples = [max(s, 1e-12) for s in per_call_s]
     median = statistics.median(samples)
     mean = statistics.fmean(samples)
     cv = statistics.pstdev(samples) / mean if len(samples) > 1 else 0.0
+    width = relative_halfwidth(samples) if phases is not None else None
     return TimingStats(
         method=method,
         median_s=median,
@@ -104,6 +140,10 @@ def summarize(
         warmup=warmup,
         calls_per_repeat=calls_per_repeat,
         total_s=total_s,
+        warmup_s=max(phases.warmup_s, 0.0) if phases is not None else None,
+        capture_s=max(phases.capture_s, 0.0) if phases is not None else None,
+        ci_rel=min(width, 1e3) if width is not None else None,
+        settled=phases.settled if phases is not None else None,
     )
 
 
@@ -114,43 +154,118 @@ def _iqr(samples: list[float]) -> float:
     return max(q3 - q1, 0.0)
 
 
+@dataclass(frozen=True)
+class Phases:
+    """Where one measurement's time went besides its timed repeats, and whether its warm-up settled (None: it
+    was not asked to)."""
+
+    warmup_s: float
+    capture_s: float = 0.0
+    settled: bool | None = None
+
+
 def _done(samples: list[float], elapsed: float, policy: TimingPolicy) -> bool:
     n = len(samples)
     if n >= policy.max_repeats:
         return True
-    if elapsed >= policy.max_time_s and n >= min(3, policy.min_repeats):
+    if elapsed >= policy.max_time_s and n >= policy.min_repeats:
         return True
     if n < policy.min_repeats or elapsed < policy.min_time_s:
         return False
+    if policy.target_rel_ci > 0:
+        return median_known(samples, policy.target_rel_ci)
     return _iqr(samples) <= policy.target_rel_iqr * statistics.median(samples)
+
+
+@dataclass(frozen=True)
+class Repeated:
+    """The timed repeats of one measurement (per-call seconds), after the repeats its warm-up discarded."""
+
+    samples: list[float]
+    discarded: int
+    warmup_end: float  # perf_counter when the warm-up ended (the kept windows' time taken off)
+    settled: bool | None
+
+
+#: Enqueues ``count`` repeats and returns what reads their per-call times once they ran (waiting for them).
+Batch = Callable[[int], Callable[[], list[float]]]
+
+
+def repeat(
+    batch: Batch, policy: TimingPolicy, began: float, per_repeat_s: float, calls: int = 1, *, asynchronous: bool = False
+) -> Repeated:
+    """Repeats until ``policy`` says stop: while warming up (``settle_rel``: at least ``warmup_s`` since ``began``,
+    then until ``settle_windows`` windows agree, at most about ``max_warmup_s``), then measured.
+
+    ``batch(count)`` enqueues ``count`` repeats of ``calls`` calls; ``per_repeat_s`` (an estimate) sets how many go
+    between synchronisations (about ``sync_s`` of work, so a long call is not repeated past the stop). On an
+    ``asynchronous`` device short repeats are enqueued a batch ahead, so the device works while the host reads the
+    last batch's times: continuous load, as under do_bench, which enqueues every repeat before it synchronises."""
+    count = max(1, min(policy.batch, math.ceil(policy.sync_s / max(per_repeat_s, 1e-9))))
+    ahead = asynchronous and count > 1
+    pending: Callable[[], list[float]] | None = None
+
+    def take() -> list[float]:
+        nonlocal pending
+        current = pending or batch(count)
+        pending = batch(count) if ahead else None
+        return current()
+
+    fed, settled, samples = 0, None, []
+    if policy.settles:
+        settling = Settling(window_s=policy.settle_window_s / calls, rel=policy.settle_rel, agree=policy.settle_windows)
+        while time.perf_counter() - began < policy.warmup_s:
+            fed += len(take())
+        settled = False
+        # Long repeats get the windows they need (each one a window) even past max_warmup_s.
+        limit = max(policy.max_warmup_s, policy.warmup_s + 2 * policy.settle_windows * count * per_repeat_s)
+        while not settled and time.perf_counter() - began < limit:
+            times = take()
+            fed += len(times)
+            settled = settling.add(times)
+        samples = list(settling.steady)
+    warmup_end = time.perf_counter()
+    steady_s = sum(samples) * calls  # the kept windows' time counts towards the measuring window
+    while not _done(samples, time.perf_counter() - warmup_end + steady_s, policy):
+        samples.extend(take())
+    if pending is not None:  # the batch enqueued ahead ran after the stop, in the same steady state
+        samples.extend(pending())
+    # The kept windows are measured repeats: their time counts as repeating, not warming up.
+    return Repeated(samples, fed - min(fed, len(samples)), warmup_end - steady_s, settled)
 
 
 def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
     """perf_counter around each repeat; very short calls are batched so the timer's cost stays out."""
     begin = time.perf_counter()
     warmup = 0
-    while warmup < policy.min_warmup or time.perf_counter() - begin < policy.warmup_s:
+    warm_s = 0.0 if policy.settles else policy.warmup_s  # settling counts its own warm-up time
+    while warmup < policy.min_warmup or time.perf_counter() - begin < warm_s:
         fn()
         warmup += 1
     t0 = time.perf_counter()
     fn()
     one = time.perf_counter() - t0
     calls = max(1, min(1000, math.ceil(50e-6 / max(one, 1e-9)))) if one < 50e-6 else 1
-    samples: list[float] = []
-    start = time.perf_counter()
-    while not _done(samples, time.perf_counter() - start, policy):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) / calls)
+
+    def batch(count: int) -> Callable[[], list[float]]:
+        times = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times.append((time.perf_counter() - t0) / calls)
+        return lambda: times
+
+    done = repeat(batch, policy, begin, one * calls, calls)
     stats = summarize(
-        samples,
+        done.samples,
         method="perf_counter",
-        warmup=warmup + 1,
+        warmup=warmup + 1 + done.discarded * calls,
         calls_per_repeat=calls,
         total_s=time.perf_counter() - begin,
+        phases=Phases(warmup_s=done.warmup_end - begin, settled=done.settled),
     )
-    return Timed(stats=stats, launch_bound=False, samples_s=tuple(samples))
+    return Timed(stats=stats, launch_bound=False, samples_s=tuple(done.samples))
 
 
 def bursts_cpu(fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
@@ -199,9 +314,29 @@ class CudaTimer:
         self.device = device
         # Zeroing twice the L2 evicts whatever the previous repeat left there.
         self._flush_buf = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.float32, device=device)
+        self._frame: tuple[float, float] | None = None
 
     def flush(self) -> None:
         self._flush_buf.zero_()
+
+    def frame(self) -> tuple[float, float]:
+        """What a timed repeat costs around its call: the host's time to make and record its two events and
+        launch the flush, and the GPU's time for the flush (the fastest of a few, measured once)."""
+        if self._frame is None:
+            torch = self._torch
+            host, gpu = math.inf, math.inf
+            for _ in range(5):
+                self._sync()
+                h0 = time.perf_counter()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                self.flush()
+                end.record()
+                host = min(host, time.perf_counter() - h0)
+                end.synchronize()
+                gpu = min(gpu, start.elapsed_time(end) / 1e3)
+            self._frame = (host, gpu)
+        return self._frame
 
     def _sync(self) -> None:
         self._torch.cuda.synchronize(self.device)
@@ -211,7 +346,8 @@ class CudaTimer:
         torch = self._torch
         begin, calls = time.perf_counter(), 0
         gpu, host = math.inf, math.inf
-        while calls < policy.min_warmup or time.perf_counter() - begin < policy.warmup_s:
+        warm_s = 0.0 if policy.settles else policy.warmup_s  # settling warms up on the timed body instead
+        while calls < policy.min_warmup or time.perf_counter() - begin < warm_s:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self._sync()
             start.record()
@@ -232,15 +368,20 @@ class CudaTimer:
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         try:
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    fn()
+            with torch.cuda.stream(side):  # what a new stream needs (its workspace, say) is made before capture
+                fn()
             torch.cuda.current_stream(self.device).wait_stream(side)
             # The capture stream must live on this device: torch's default capture stream is made once, on
             # whichever device was current first, and kernels on another device's tensors escape its capture.
-            with torch.cuda.graph(graph, stream=side):
-                for _ in range(calls):
-                    fn()
+            # Captured without torch.cuda.graph's context, which empties the allocator's caches at every capture:
+            # each case would then pay for fresh device and pinned allocations.
+            with torch.cuda.stream(side):
+                graph.capture_begin()
+                try:
+                    for _ in range(calls):
+                        fn()
+                finally:
+                    graph.capture_end()
             graph.replay()
             self._sync()
         except (RuntimeError, NotImplementedError):
@@ -258,24 +399,38 @@ class CudaTimer:
         body: Callable[[], object] = fn
         method: Method = "cuda_event"
         calls = 1
-        if graphable and (gpu_s < policy.graph_below_s or host_s > 0.25 * gpu_s):
+        captured = time.perf_counter()
+        # Timed call by call, a repeat is a flush, two events and the call: where the host takes longer to enqueue
+        # that than the GPU to run it, the GPU waits between the start event and the call, and the wait is timed.
+        frame_host, frame_gpu = self.frame() if flush else (0.0, 0.0)
+        starved = host_s + frame_host > policy.graph_host_share * (gpu_s + frame_gpu)
+        if graphable and (gpu_s < policy.graph_below_s or starved):
             calls = max(1, min(policy.graph_max_calls, math.ceil(policy.graph_target_s / max(gpu_s, 1e-7))))
             replay = self._capture(fn, calls)
             if replay is not None:
                 body, method, launch_bound = replay, "cuda_graph", False
             else:
                 calls = 1
-        samples: list[float] = []
-        start_t = time.perf_counter()
-        while not _done(samples, time.perf_counter() - start_t, policy):
-            samples.extend(t / calls for t in self._repeats(body, policy.batch, flush))
-        stats = summarize(
-            samples, method=method, warmup=warmup, calls_per_repeat=calls, total_s=time.perf_counter() - begin
-        )
-        return Timed(stats=stats, launch_bound=launch_bound, samples_s=tuple(samples))
+        capture_s = time.perf_counter() - captured
 
-    def _repeats(self, body: Callable[[], object], count: int, flush: bool) -> list[float]:
-        """``count`` repeats enqueued back to back, each between its own pair of events; one sync at the end."""
+        def batch(count: int) -> Callable[[], list[float]]:
+            read = self._enqueue(body, count, flush)
+            return lambda: [t / calls for t in read()]
+
+        done = repeat(batch, policy, begin, gpu_s * calls, calls, asynchronous=True)
+        stats = summarize(
+            done.samples,
+            method=method,
+            warmup=warmup + done.discarded * calls,
+            calls_per_repeat=calls,
+            total_s=time.perf_counter() - begin,
+            phases=Phases(warmup_s=done.warmup_end - begin - capture_s, capture_s=capture_s, settled=done.settled),
+        )
+        return Timed(stats=stats, launch_bound=launch_bound, samples_s=tuple(done.samples))
+
+    def _enqueue(self, body: Callable[[], object], count: int, flush: bool) -> Callable[[], list[float]]:
+        """``count`` repeats enqueued back to back, each between its own pair of events; what it returns waits for
+        the last and reads their times (one synchronisation per batch)."""
         torch = self._torch
         events = []
         for _ in range(count):
@@ -286,8 +441,15 @@ class CudaTimer:
             body()
             end.record()
             events.append((start, end))
-        events[-1][1].synchronize()
-        return [s.elapsed_time(e) / 1e3 for s, e in events]
+
+        def read() -> list[float]:
+            events[-1][1].synchronize()
+            return [s.elapsed_time(e) / 1e3 for s, e in events]
+
+        return read
+
+    def _repeats(self, body: Callable[[], object], count: int, flush: bool) -> list[float]:
+        return self._enqueue(body, count, flush)()
 
     def bursts(self, fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
         """Short bursts after idle gaps, each call timed: what the GPU achieves at boost clock (mamf-finder's MAMF)."""
@@ -303,6 +465,21 @@ class CudaTimer:
             fastest, method="cuda_event", warmup=1, calls_per_repeat=1, total_s=time.perf_counter() - begin
         )
         return Timed(stats=stats, launch_bound=False)
+
+
+_IMPORTED = time.monotonic()
+
+
+def process_started() -> float:
+    """When this process started, on ``time.monotonic``'s clock: dated by the kernel where it says (Linux's
+    /proc, to its clock tick), else when this module was imported."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return _IMPORTED
+    return min(time.monotonic() - max(age, 0.0), _IMPORTED)
 
 
 @dataclass(frozen=True)

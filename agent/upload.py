@@ -1,9 +1,10 @@
 """Sending runs to a collector: a deadline per attempt, retries with backoff and jitter, and a spool on disk.
 
 A run leaves the agent only on a *receipt*: a 2xx whose body is the collector's ``RunAccepted`` for that very run.
-Anything else (no answer, 5xx after retries, a refusal, a 2xx from a captive portal or the wrong server) keeps the
-run in the spool with the reason; ``flopfleet-agent push`` sends spooled runs later. Each attempt has one deadline
-for connect, send and receive, and reads at most ``MAX_ANSWER_BYTES`` of the answer, never decompressed.
+Anything else (no answer, 5xx after retries, a refusal, a 2xx from a captive portal or the wrong server, any error
+while sending) keeps the run in the spool with the reason; ``flopfleet-agent push`` sends spooled runs later. Each
+attempt has one deadline for connect, send and receive, and reads at most ``MAX_ANSWER_BYTES`` of the answer,
+never decompressed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import logging
 import random
 import socket
 import threading
@@ -29,6 +31,7 @@ from .config import UploadConfig
 from .errors import NoAnswer, NotARegularFile, SpoolError
 from .spool import entries, read_spooled, write_spool
 
+log = logging.getLogger(__name__)
 RUNS_PATH = "/api/v1/runs"
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
@@ -242,6 +245,18 @@ def post(
     return None, why
 
 
+def _post_or_why(
+    client: httpx.Client, config: UploadConfig, body: bytes, run_id: UUID, sleep: Callable[[float], None]
+) -> tuple[RunAccepted | None, str]:
+    """``post``, with any error on the way (not only a transport's) turned into the reason the run stays spooled:
+    a run measured for minutes is never lost to an exception while it is sent."""
+    try:
+        return post(client, config, body, run_id, sleep=sleep)
+    except Exception as exc:
+        log.debug("sending run %s failed", run_id, exc_info=True)
+        return None, f"sending failed ({type(exc).__name__}: {_first(exc)})"
+
+
 def _received(receipt: RunAccepted, detail: str, path: Path | None = None) -> Delivery:
     status: Literal["sent", "duplicate"] = "sent" if receipt.status == "created" else "duplicate"
     return Delivery(str(receipt.run_id), status, detail, path)
@@ -257,7 +272,7 @@ def deliver(
 ) -> Delivery:
     """Send a run; without a receipt for it, it goes to the spool with the reason."""
     body = run.model_dump_json().encode()
-    receipt, why = post(client, config, body, run.run_id, sleep=sleep)
+    receipt, why = _post_or_why(client, config, body, run.run_id, sleep)
     if receipt is not None:
         return _received(receipt, why)
     try:
@@ -279,7 +294,7 @@ def _push_one(
         return Delivery(path.name, "skipped", str(exc), path)
     except (OSError, ValueError, SpoolError) as exc:
         return Delivery(path.stem, "failed", f"unreadable spool file: {_first(exc)}", path)
-    receipt, why = post(client, config, body, run.run_id, sleep=sleep)
+    receipt, why = _post_or_why(client, config, body, run.run_id, sleep)
     if receipt is None:
         return Delivery(str(run.run_id), "spooled", why, path)
     path.unlink(missing_ok=True)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet_data import make_bodies  # noqa: E402
 from collector.store import Store  # noqa: E402
-from collector.store.core import FIGURES_EVERY  # noqa: E402
+from collector.store.refresher import FIGURES_EVERY  # noqa: E402
 
 
 def commits(bodies: list[bytes], group: int, threads: int) -> float:

@@ -93,6 +93,23 @@ def compiled_matches(args: argparse.Namespace) -> list[str]:
     return [f"{shape.name}, {shape.layers} layers: compiled step's logits within {diff:.2e} of the eager step's"]
 
 
+def capture(fn: Any, device: Any, warm: int = 3) -> tuple[Any, Any]:
+    """``fn`` called ``warm`` times on a side stream (allocations, lazy loading), then captured: the CUDA graph of one
+    call, and that call's output (which each replay rewrites)."""
+    import torch
+
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warm):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        out = fn()
+    return graph, out
+
+
 def profile(args: argparse.Namespace) -> list[str]:
     """One step captured as a CUDA graph, ``--replays`` replays timed with events and traced by the profiler."""
     import torch
@@ -104,15 +121,7 @@ def profile(args: argparse.Namespace) -> list[str]:
     decode = llama.StaticDecode(model, args.batch, args.context)
     step = torch.compile(decode.step) if args.compile else decode.step
     with torch.no_grad():
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=side):
-            step()
+        graph, _ = capture(step, device)
         for _ in range(5):
             graph.replay()
         torch.cuda.synchronize(device)

@@ -1,6 +1,8 @@
-"""The inference results of agent run files, as a table: per case tokens/s, TFLOPS, TTFT, time per output token
-(median, p90), GB/s read per decode step and its fraction of the datasheet bandwidth, how it was timed, and the
-time the family took. Reads the JSON the agent wrote (``--output``); needs nothing but the standard library.
+"""The inference results of agent run files, as a table: per case (and implementation: transformers', or the lean
+plain-torch one and its kernels) tokens/s, TFLOPS, TTFT, time per output token (median, p90), GB/s read per decode
+step and its fraction of the datasheet bandwidth and of the best copy the same run measured on the same GPU, how
+it was timed, and the time the family took. Reads the JSON the agent wrote (``--output``); needs nothing but the
+standard library.
 
     python3 benchmarks/inference_report.py RUN.json [RUN.json ...] [--target 0.7]
 """
@@ -27,21 +29,31 @@ def report(path: Path, target: float) -> tuple[list[str], bool | None]:
         f"## {path.name}: suite {run['suite']} on {gpus} (torch {software.get('torch')}, transformers "
         f"{software.get('transformers')})",
         "",
-        "| case | status | tokens/s | TFLOPS | TTFT ms | TPOT ms (p90) | GB/s | of peak | timing | calls | flags | s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|",
+        "| case | status | tokens/s | TFLOPS | TTFT ms | TPOT ms (p90) | GB/s | of peak | of copy | timing | calls | "
+        "flags | s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|",
     ]
+    copies: dict[Any, float] = {}
+    for r in run["results"]:
+        if r["benchmark"] == "bandwidth" and r["params"]["op"] == "copy" and r["status"] == "ok":
+            key = r.get("gpu_index")
+            copies[key] = max(copies.get(key, 0.0), r["metrics"]["gbps"])
     reached: bool | None = None
     for r in results:
         p, m, t = r["params"], r.get("metrics") or {}, r.get("timing") or {}
         what = f"s={p['seq_len']}" if p["phase"] == "prefill" else f"ctx={p['seq_len']}"
-        case = f"{p['model']} {p['phase']} b={p['batch']} {what} {p['dtype']} {p['attn_implementation']}"
+        whose = p.get("implementation", "transformers") + (f" ({p['kernels']})" if p.get("kernels") else "")
+        case = f"{p['model']} {p['phase']} b={p['batch']} {what} {p['dtype']} {p['attn_implementation']} {whose}"
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('reason', '')[:60]}"
         tpot = f"{_fmt(m.get('tpot_s'), '.3f', 1e3)} ({_fmt(m.get('tpot_p90_s'), '.3f', 1e3)})"
         of_peak = r.get("peak_fraction")
+        copy = copies.get(r.get("gpu_index"))
+        of_copy = m["gbps"] / copy if copy and m.get("gbps") else None
         lines.append(
             f"| {case} | {status} | {_fmt(m.get('tokens_per_s'), ',.0f')} | {_fmt(m.get('tflops'), '.1f')} | "
             f"{_fmt(m.get('ttft_s'), '.2f', 1e3)} | {tpot if m.get('tpot_s') else '-'} | {_fmt(m.get('gbps'), ',.0f')} "
-            f"| {_fmt(of_peak, '.1%')} | {t.get('method', '-')} | {t.get('calls_per_repeat', '-')} | "
+            f"| {_fmt(of_peak, '.1%')} | {_fmt(of_copy, '.1%')} | {t.get('method', '-')} | "
+            f"{t.get('calls_per_repeat', '-')} | "
             f"{','.join(r.get('flags', [])) or '-'} | {r.get('duration_s', 0):.2f} |"
         )
         if p["phase"] == "decode" and p["batch"] == 1 and r["status"] == "ok" and of_peak is not None:

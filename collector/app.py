@@ -22,7 +22,7 @@ from .errors import CollectorError, StorageUnavailable
 from .metrics import Metrics
 from .observe import Observe
 from .redact import scrub
-from .routes import admin, health, pages, reports, runs, sql
+from .routes import admin, baselines, health, pages, reports, runs, sql
 from .security import SECURITY_HEADERS, Guard, allowed_hosts
 from .settings import Settings
 from .store import STORAGE_ERRORS, Store
@@ -48,14 +48,17 @@ def error_response(
     return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
 
 
-def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
-    """The app over ``settings.db``; a store passed in is used (and left open) instead, as tests do."""
+def create_app(settings: Settings, store: Store | None = None, *, close_store: bool = False) -> FastAPI:
+    """The app over ``settings.db``; a store passed in is used instead (opened and hardened by its caller, as
+    ``serve`` does before it listens), and left open unless ``close_store``: uvicorn ends the process with the
+    SIGTERM it caught once the app has shut down, so ``serve``'s store must be closed here."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = store is None
+        opened = store is None
+        owned = opened or close_store
         app.state.store = store or settings.open_store()
-        if owned:
+        if opened:
             app.state.store.harden(settings.duckdb_memory_limit())
         app.state.store.warm()
         app.state.validator.start()
@@ -87,7 +90,15 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.validator = Validator(settings.validate_workers)
     app.state.stopping = False
     app.state.posts_in_flight = 0
-    for router in (health.router, runs.router, sql.router, reports.router, admin.router, pages.router):
+    for router in (
+        health.router,
+        runs.router,
+        sql.router,
+        reports.router,
+        admin.router,
+        baselines.router,
+        pages.router,
+    ):
         app.include_router(router)
 
     app.add_middleware(Guard, hosts=allowed_hosts(settings.allowed_hosts, settings.host, reads_need_token(settings)))

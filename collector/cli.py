@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
+from schemas.helpscreen import plain_help
 from schemas.terminal import LEVEL_STYLE, literal
 
 from . import __version__
+from .baseline_cli import baseline_app
+from .cli_common import DbOpt, err, out, settings_for
 from .errors import CollectorError
-
-if TYPE_CHECKING:
-    from .settings import Settings
 
 EXIT_FAILED = 1
 
@@ -30,10 +28,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
-
-DbOpt = Annotated[Path, typer.Option("--db", envvar="FLOPFLEET_DB", help="The DuckDB file.")]
 
 
 class ReportFormat(str, Enum):
@@ -57,18 +51,11 @@ class ExportFormat(str, Enum):
     csv = "csv"
 
 
-def settings_for(db: Path, **flags: object) -> Settings:
-    """Every command's settings: defaults, then FLOPFLEET_<NAME> variables, then its flags."""
-    from .settings import Settings
-
-    return Settings.from_env(os.environ, db=db, **flags)
-
-
 @app.command()
 def serve(
     db: DbOpt = Path("flopfleet.duckdb"),
-    host: Annotated[str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="Port; 0 picks a free one [default: 8000].")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to listen on (default: 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port; 0 picks a free one (default: 8000).")] = None,
     port_file: Annotated[Path | None, typer.Option(help="Write the bound port here once listening.")] = None,
     read_token_required: Annotated[
         bool, typer.Option("--read-token-required", help="Reads (reports, runs, SQL, metrics) need a token too.")
@@ -76,8 +63,8 @@ def serve(
     public_reads: Annotated[
         bool, typer.Option("--public-reads", help="Reads need no token even off loopback.")
     ] = False,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning [default: info].")] = None,
-    log_format: Annotated[str | None, typer.Option(help="json or text [default: json].")] = None,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning (default: info).")] = None,
+    log_format: Annotated[str | None, typer.Option(help="json or text (default: json).")] = None,
 ) -> None:
     """Run the collector's HTTP API and report pages (FastAPI on uvicorn); SIGTERM finishes requests in flight."""
     import uvicorn
@@ -91,15 +78,22 @@ def serve(
     access = "token" if read_token_required else "open" if public_reads else None
     settings = settings_for(db, host=host, port=port, log_level=log_level, log_format=log_format, read_access=access)
     configure(settings.log_level, settings.log_format)
-    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
-    bound = sock.getsockname()[1]
-    server = uvicorn.Server(server_config(create_app(settings), settings))
-    if port_file is not None:
-        port_file.write_text(str(bound), encoding="utf-8")
-    err.print(literal(f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})"))
-    server.run(sockets=[sock])
+    # Opened here, before anything listens: a file in use, damaged or newer is refused in one line (exit codes in
+    # ``errors``), not as the last line of a traceback from the app's start-up.
+    store = settings.open_store()
+    try:
+        store.harden(settings.duckdb_memory_limit())
+        sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+        bound = sock.getsockname()[1]
+        server = uvicorn.Server(server_config(create_app(settings, store, close_store=True), settings))
+        if port_file is not None:
+            port_file.write_text(str(bound), encoding="utf-8")
+        err.print(literal(f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})"))
+        server.run(sockets=[sock])
+    finally:
+        store.close()  # if it never got to the app's shutdown (closing twice is harmless)
 
 
 @app.command()
@@ -135,6 +129,9 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option("--format", help="Markdown or one HTML page.")] = ReportFormat.html,
     output: Annotated[Path | None, typer.Option(help="Write here instead of standard output.")] = None,
     prices: PricesOpt = None,
+    baselines: Annotated[
+        bool, typer.Option("--baselines", help="Each card's baseline as a column beside it (with its GPU count).")
+    ] = False,
 ) -> None:
     """The cross-card comparison, fleet health and version changes: Markdown, or one self-contained HTML page."""
     from .reference import parse_prices
@@ -142,7 +139,7 @@ def report(
 
     extra = parse_prices(prices) if prices else None
     with settings_for(db).open_store(read_only=True) as store:
-        text = build_report(store.reads(), fmt.value, prices=extra)
+        text = build_report(store.reads(), fmt.value, prices=extra, baselines=baselines)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -157,7 +154,7 @@ def sql(
     db: DbOpt = Path("flopfleet.duckdb"),
     fmt: Annotated[QueryFormat, typer.Option("--format", help="How to print the answer.")] = QueryFormat.table,
     max_rows: Annotated[
-        int | None, typer.Option(help="Stop after this many rows [default: the sql_max_rows setting, 10,000].")
+        int | None, typer.Option(help="Stop after this many rows (default: the sql_max_rows setting, 10,000).")
     ] = None,
 ) -> None:
     """Query the database read-only, with the limits of the HTTP API (FLOPFLEET_SQL_TIMEOUT_S, _MAX_ROWS,
@@ -289,7 +286,7 @@ def token_create(
     db: DbOpt = Path("flopfleet.duckdb"),
     scope: Annotated[
         list[str] | None,
-        typer.Option(help="write (post runs), read (pages, SQL), admin (snapshots); repeatable [default: write]."),
+        typer.Option(help="write (post runs), read (pages, SQL), admin (snapshots); repeatable (default: write)."),
     ] = None,
 ) -> None:
     """Print a new token, once (only its hash is kept). Works while the collector runs."""
@@ -390,9 +387,12 @@ def version() -> None:
     out.print(__version__)
 
 
+app.add_typer(baseline_app, name="baseline")
+
+
 def main() -> None:
     try:
-        app()
+        plain_help(app)()
     except CollectorError as exc:
-        err.print(Text.assemble(("error", "red"), ": ", literal(exc.message)))
-        sys.exit(EXIT_FAILED)
+        err.print(Text.assemble(("error", "red"), ": ", literal(exc.message)), soft_wrap=True)  # one line, unwrapped
+        sys.exit(exc.exit_code)

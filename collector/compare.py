@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import GpuSpec, match_spec
+from schemas.baselines import BaselineEntry
 
 from .figures import FIGURES
 
@@ -27,20 +28,6 @@ DATASHEET = (
     ("Memory (datasheet)", "GB", 0, "memory_gb", "memory_gb"),
     ("Memory bandwidth (datasheet)", "GB/s", 0, "bandwidth_gbps", "bandwidth_gbps"),
 )
-#: Published table keys -> our metric keys.
-REFERENCE_METRICS = {
-    "matmul_fp32_tflops": "matmul_fp32",
-    "matmul_fp16_tflops": "matmul_fp16",
-    "vector_mult_tflops": "vector",
-    "bert_layer_fwd_tflops": "bert_fwd",
-    "bert_layer_fwdbwd_tflops": "bert_fwdbwd",
-    "gpt2_block_fwd_tflops": "gpt2_fwd",
-    "gpt2_block_fwdbwd_tflops": "gpt2_fwdbwd",
-    "t5_encoder_fwd_tflops": "t5_encoder_fwd",
-    "t5_encoder_fwdbwd_tflops": "t5_encoder_fwdbwd",
-    "t5_decoder_fwd_tflops": "t5_decoder_fwd",
-    "t5_decoder_fwdbwd_tflops": "t5_decoder_fwdbwd",
-}
 PUBLISHED = " (published)"
 
 
@@ -61,6 +48,12 @@ class Card:
     spec: GpuSpec | None
     published: bool = False
     source: str | None = None
+    baseline: bool = False  # a card's baseline as a column: ``devices`` and ``runs`` are what it stands on
+
+    @property
+    def measured(self) -> bool:
+        """Measured by this collector's agents (not a published table, not a baseline)."""
+        return not self.published and not self.baseline
 
 
 @dataclass(frozen=True)
@@ -138,14 +131,37 @@ def price_for(card: Card, patterns: list[tuple[str, float]], published: dict[tup
     return published.get((card.label, "price_usd"))
 
 
+def baseline_columns(
+    measured: list[Card], baselines: dict[str, list[BaselineEntry]]
+) -> tuple[list[Card], dict[tuple[str, str], Cell]]:
+    """Each measured card followed by its baseline's column (its standard-suite figures: the report's rows are the
+    standard suite's), labelled with the GPUs and runs it stands on; the baseline columns' cells."""
+    columns, found = [], {}
+    for c in measured:
+        columns.append(c)
+        entries = [e for e in baselines.get(c.label, []) if e.suite == "standard"]
+        if not entries:
+            continue
+        gpus, runs = max(e.figure.gpus for e in entries), max(e.figure.runs for e in entries)
+        label = f"{c.label} baseline ({gpus} GPU{'s' if gpus != 1 else ''})"
+        columns.append(Card(label, c.gpu_name, gpus, runs, c.spec, baseline=True, source=entries[0].bundle))
+        for e in entries:
+            f = e.figure
+            found[(label, f.figure)] = Cell(f.value, f.low or f.value, f.high or f.value, f.gpus)
+    return columns, found
+
+
 def comparison(
-    m: Measurements, cards: list[str] | None = None, extra_prices: dict[str, float] | None = None
+    m: Measurements,
+    cards: list[str] | None = None,
+    extra_prices: dict[str, float] | None = None,
+    baselines: dict[str, list[BaselineEntry]] | None = None,
 ) -> Comparison:
-    """The cross-card table: measured cards (``m`` holds only those asked for), then published ones (only those
-    in ``cards`` when given)."""
-    measured = measured_cards(m)
+    """The cross-card table: measured cards (``m`` holds only those asked for), each followed by its baseline's
+    column where ``baselines`` has one, then published ones (only those in ``cards`` when given)."""
+    measured, found = baseline_columns(measured_cards(m), baselines or {})
     columns = measured + reference_cards(m, cards)
-    found = cells(m)
+    found |= cells(m)
     published = reference_values(m)
     price_list = prices(m, extra_prices)
 
@@ -167,8 +183,7 @@ def comparison(
         values = []
         for c in columns:
             if c.published:
-                ref = next((k for k, v in REFERENCE_METRICS.items() if v == figure.key), None)
-                values.append(one(published.get((c.label, ref))) if ref else None)
+                values.append(one(published.get((c.label, figure.key))))
             else:
                 values.append(found.get((c.label, figure.key)))
         rows.append(Row(figure.label, figure.unit, figure.digits, values, "measured", figure.key))
@@ -179,6 +194,9 @@ def comparison(
     ]
     rows.append(Row("FP16 matmul per $1,000", "TFLOPS", 2, per_dollar, "derived", "fp16_per_kusd"))
     notes = []
+    if any(c.baseline for c in columns):
+        notes.append("Columns marked baseline are a card's baseline (the median over the GPUs it stands on of each "
+                     "one's median; the count says how many), not this collector's measurements.")  # fmt: skip
     if any(c.published for c in columns):
         notes.append("Columns marked (published) are figures from their source, not measured by this collector; "
                      "the published A100 'FP32' matmul ran with TF32 on.")  # fmt: skip
@@ -217,6 +235,7 @@ PEAK_CATEGORIES = (
     ("memory", "memory"),
     ("BERT fwd+bwd", "bert_fwdbwd"),
     ("Llama-3-8B decode b=1", "llama3_8b_decode_b1"),  # of the memory bandwidth
+    ("Llama-3-8B decode b=1, plain torch", "llama3_8b_decode_b1_torch"),
 )
 
 

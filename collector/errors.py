@@ -1,15 +1,20 @@
-"""The collector's errors; the CLI catches ``CollectorError`` once, the web app maps each to an HTTP status.
+"""The collector's errors; the CLI catches ``CollectorError`` once and exits with its ``exit_code`` (1 unless drawn
+below: sysexits.h's, so that a supervisor can tell "try again later" from "a person must look"), the web app maps
+each to an HTTP status.
 
 CollectorError
  ├── BadRequest          a request the collector cannot answer as asked: a missing or unknown parameter (400)
  ├── InvalidRun          a payload failed validation (422)
+ ├── InvalidBaseline     a baseline bundle that is unreadable, tampered with or newer than this collector (422)
  ├── PayloadTooLarge     a body over the size limit, before or after gunzip (413)
  ├── BadEncoding         a Content-Encoding other than gzip, or gzip that does not inflate (415/400)
  ├── RunConflict         a run_id already stored with a different payload (409)
  ├── NotFound            no such run (404)
  ├── QueryRefused        SQL that is not one read-only statement (400)
  ├── QueryFailed         SQL that DuckDB could not run, or that ran past its time limit (400)
- ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)
+ ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)          exit 75
+ ├── CorruptDatabase     the file is not a (whole) DuckDB database: left untouched                 exit 65
+ ├── NewerDatabase       a file a newer collector (or DuckDB) wrote: left untouched, never misread  exit 78
  ├── OlderDatabase       a file an older collector wrote, opened read-only: it must be opened for writing once
  ├── Busy                too many posts in flight: send the run again after Retry-After (429)
  └── StorageUnavailable  the database cannot take or answer requests now (a full disk, say): try again later (503)
@@ -25,6 +30,7 @@ class CollectorError(Exception):
 
     status_code = 500
     code = "collector_error"
+    exit_code = 1
 
     def __init__(self, message: str, details: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)
@@ -40,6 +46,11 @@ class BadRequest(CollectorError):
 class InvalidRun(CollectorError):
     status_code = 422
     code = "validation_error"
+
+
+class InvalidBaseline(CollectorError):
+    status_code = 422
+    code = "invalid_baseline"
 
 
 class PayloadTooLarge(CollectorError):
@@ -80,6 +91,19 @@ class QueryFailed(CollectorError):
 class DatabaseBusy(CollectorError):
     status_code = 503
     code = "database_busy"
+    exit_code = 75  # EX_TEMPFAIL: it is the other process's for now
+
+
+class CorruptDatabase(CollectorError):
+    status_code = 503
+    code = "corrupt_database"
+    exit_code = 65  # EX_DATAERR
+
+
+class NewerDatabase(CollectorError):
+    status_code = 503
+    code = "newer_database"
+    exit_code = 78  # EX_CONFIG: this collector's version is the wrong one for the file
 
 
 class Busy(CollectorError):

@@ -24,7 +24,10 @@ TRUSTED = (
     + "])"
 )
 #: The params a figure may require (equal), besides its benchmark.
-MATCHED = ("dtype", "op", "direction", "pinned", "block", "mode", "model", "phase", "batch")
+MATCHED = ("dtype", "op", "direction", "pinned", "block", "mode", "model", "phase", "batch", "implementation",
+           "attn_implementation")  # fmt: skip
+#: What a result that does not say is: every result stored before ``implementation`` was, was transformers'.
+UNSAID = {"implementation": "'transformers'"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,8 @@ class Figure:
     label: str
     unit: str
     benchmark: str
-    value: Literal["tflops", "gbps", "tokens_per_s", "mfu", "peak_fraction"]  # the metric whose best is the figure
+    #: The metric whose best is the figure; ``copy_fraction``: GB/s over the best copy of the same run and GPU
+    value: Literal["tflops", "gbps", "tokens_per_s", "mfu", "peak_fraction", "copy_fraction"]
     digits: int = 1
     scale: float = 1.0  # the metric times this (MFU as a percentage)
     dtype: str | None = None
@@ -46,34 +50,55 @@ class Figure:
     model: str | None = None
     phase: str | None = None
     batch: int | None = None
+    implementation: str | None = None
+    attn_implementation: str | None = None
 
 
 def _layers() -> list[Figure]:
+    """Each block's fwd and fwd+bwd TFLOPS with SDPA (the agent's default: the keys the published table's rows map
+    to), then with eager attention (``--attn eager``: what the notebook method measured), never one figure of both.
+    The plain-torch BERT layer is the same figure as transformers' (bert_torch.py: the same computation)."""
     out = []
-    for key, label, block in (
-        ("bert", "BERT layer", "bert_layer"),
-        ("gpt2", "GPT-2 block", "gpt2_block"),
-        ("t5_encoder", "T5 encoder", "t5_encoder_block"),
-        ("t5_decoder", "T5 decoder", "t5_decoder_block"),
-    ):
-        for mode_key, mode in (("fwd", "fwd"), ("fwdbwd", "fwd+bwd")):
-            out.append(Figure(f"{key}_{mode_key}", f"{label} {mode}", "TFLOPS", "layer", "tflops", block=block,
-                              mode=mode, dtype="fp16"))  # fmt: skip
+    for suffix, attn, how in (("", "sdpa", ""), ("_eager", "eager", ", eager attention")):
+        for key, label, block in (
+            ("bert", "BERT layer", "bert_layer"),
+            ("gpt2", "GPT-2 block", "gpt2_block"),
+            ("t5_encoder", "T5 encoder", "t5_encoder_block"),
+            ("t5_decoder", "T5 decoder", "t5_decoder_block"),
+        ):
+            for mode_key, mode in (("fwd", "fwd"), ("fwdbwd", "fwd+bwd")):
+                out.append(Figure(f"{key}_{mode_key}{suffix}", f"{label} {mode}{how}", "TFLOPS", "layer", "tflops",
+                                  block=block, mode=mode, dtype="fp16", attn_implementation=attn))  # fmt: skip
     return out
 
 
-def _inference(key: str, label: str, model: str) -> list[Figure]:
-    """One model's LLM rows: prefill tokens/s at batch 1 and TFLOPS at its best cell; decode tokens/s and its
-    fraction of the datasheet memory bandwidth (the result's ``peak_fraction``) at batch 1 and 32."""
+def _llm(key: str, label: str, model: str, implementation: str, suffix: str, whose: str) -> list[Figure]:
+    def fig(name: str, what: str, unit: str, value: str, digits: int, scale: float = 1.0, **match: Any) -> Figure:
+        return Figure(f"{key}_{name}{suffix}", f"{label} {what}{whose}", unit, "inference", value, digits,  # type: ignore[arg-type]
+                      scale, model=model, implementation=implementation, attn_implementation="sdpa",
+                      **match)  # fmt: skip
+
     return [
-        Figure(f"{key}_prefill_b1", f"{label} prefill b=1", "tokens/s", "inference", "tokens_per_s", 0,
-               model=model, phase="prefill", batch=1),
-        Figure(f"{key}_prefill", f"{label} prefill", "TFLOPS", "inference", "tflops", 1, model=model, phase="prefill"),
-        *(Figure(f"{key}_decode_b{b}", f"{label} decode b={b}", "tokens/s", "inference", "tokens_per_s", 0,
-                 model=model, phase="decode", batch=b) for b in (1, 32)),
-        *(Figure(f"{key}_decode_b{b}_bw", f"{label} decode b={b}", "% of memory bandwidth", "inference",
-                 "peak_fraction", 1, 100.0, model=model, phase="decode", batch=b) for b in (1, 32)),
+        fig("prefill_b1", "prefill b=1", "tokens/s", "tokens_per_s", 0, phase="prefill", batch=1),
+        fig("prefill", "prefill", "TFLOPS", "tflops", 1, phase="prefill"),
+        *(fig(f"decode_b{b}", f"decode b={b}", "tokens/s", "tokens_per_s", 0, phase="decode", batch=b)
+          for b in (1, 32)),
+        *(fig(f"decode_b{b}_bw", f"decode b={b}", "% of memory bandwidth", "peak_fraction", 1, 100.0, phase="decode",
+              batch=b) for b in (1, 32)),
+        *(fig(f"decode_b{b}_copy", f"decode b={b}", "% of measured copy", "copy_fraction", 1, 100.0, phase="decode",
+              batch=b) for b in (1, 32)),
     ]  # fmt: skip
+
+
+def _inference(key: str, label: str, model: str) -> list[Figure]:
+    """One model's LLM rows, for transformers' model (the keys without a suffix) and then the lean plain-torch one
+    (``_torch``), each with SDPA: prefill tokens/s at batch 1 and TFLOPS at its best cell; decode tokens/s, its
+    fraction of the datasheet memory bandwidth (the result's ``peak_fraction``) and of the best copy the same run
+    measured on the same GPU (``copy_fraction``) at batch 1 and 32."""
+    return [
+        *_llm(key, label, model, "transformers", "", ""),
+        *_llm(key, label, model, "torch", "_torch", ", plain torch"),
+    ]
 
 
 #: In the order of the cross-card table's measured rows (the published table's, then flopfleet's extras).
@@ -107,7 +132,8 @@ BY_KEY = {f.key: f for f in (*FIGURES, *EXTRA)}
 DEFINITIONS_DDL = """CREATE OR REPLACE TABLE figure_definitions (
     figure VARCHAR PRIMARY KEY, label VARCHAR NOT NULL, unit VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     dtype VARCHAR, dtype_prefix VARCHAR, op VARCHAR, direction VARCHAR, pinned BOOLEAN, block VARCHAR, mode VARCHAR,
-    model VARCHAR, phase VARCHAR, batch INTEGER, value VARCHAR NOT NULL, scale DOUBLE NOT NULL)"""
+    model VARCHAR, phase VARCHAR, batch INTEGER, implementation VARCHAR, attn_implementation VARCHAR,
+    value VARCHAR NOT NULL, scale DOUBLE NOT NULL)"""
 
 
 #: ``figure_definitions``' columns, each from the Figure field of the same name (``figure`` from ``key``).
@@ -122,18 +148,29 @@ def definitions_insert() -> tuple[str, list[tuple[Any, ...]]]:
     return f"INSERT INTO figure_definitions ({', '.join(DEFINITION_COLUMNS)}) VALUES ({placeholders})", rows
 
 
+#: The best trusted device-to-device copy of each run and GPU, beside each of its results: what ``copy_fraction``
+#: divides by (the run's own ``bw_copy`` figure).
+RUN_COPY = (
+    f"max(CASE WHEN benchmark = 'bandwidth' AND op = 'copy' AND {TRUSTED} THEN gbps END)"
+    " OVER (PARTITION BY run_id, gpu_index)"
+)
+
+
 def compute_sql(source: str) -> str:
     """SELECT of every figure of the results in ``source`` (a table with the results' columns): each trusted result
     joined to the definitions it meets (a definition's NULL params match anything)."""
-    matched = " AND ".join(f"(d.{m} IS NULL OR r.{m} = d.{m})" for m in MATCHED)
+    matched = " AND ".join(f"(d.{m} IS NULL OR coalesce(r.{m}, {UNSAID[m]}) = d.{m})" if m in UNSAID
+                           else f"(d.{m} IS NULL OR r.{m} = d.{m})" for m in MATCHED)  # fmt: skip
     return (
         "SELECT run_id, gpu_index, figure, max(v) AS value, arg_max(peak_fraction, v) AS peak_fraction,"
         " arg_max(sm_clock_mhz_median, size) AS sm_clock_mhz FROM ("
         "SELECT r.run_id, r.gpu_index, d.figure, r.peak_fraction, r.sm_clock_mhz_median, coalesce(r.n, 0) AS size,"
         " CAST(CASE d.value WHEN 'tflops' THEN r.tflops WHEN 'gbps' THEN r.gbps WHEN 'tokens_per_s' THEN r.tokens_per_s"
-        " WHEN 'mfu' THEN r.mfu WHEN 'peak_fraction' THEN r.peak_fraction END * d.scale AS DOUBLE) AS v"
-        f" FROM (SELECT * FROM {source} WHERE {TRUSTED}) r JOIN figure_definitions d ON r.benchmark = d.benchmark"
-        f" AND {matched} AND (d.dtype_prefix IS NULL OR starts_with(r.dtype, d.dtype_prefix))"
+        " WHEN 'mfu' THEN r.mfu WHEN 'peak_fraction' THEN r.peak_fraction WHEN 'copy_fraction' THEN r.gbps / r.run_copy"
+        " END * d.scale AS DOUBLE) AS v"
+        f" FROM (SELECT *, {RUN_COPY} AS run_copy FROM {source} WHERE {TRUSTED}) r JOIN figure_definitions d"
+        f" ON r.benchmark = d.benchmark AND {matched}"
+        " AND (d.dtype_prefix IS NULL OR starts_with(r.dtype, d.dtype_prefix))"
         ") WHERE v IS NOT NULL GROUP BY run_id, gpu_index, figure"
     )
 

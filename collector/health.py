@@ -16,12 +16,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.baselines import SOFTWARE, BaselineIndex, card_of_model
+from schemas.environment import SLOWDOWN_REASONS
 from schemas.verdicts import (
     HEALTH_FIGURES,
     SEVERITY,
     FigureJudgement,
     GpuVerdict,
     Level,
+    baseline_reference,
+    baseline_summary,
     counter_faults,
     figure_verdict,
     floor_of,
@@ -31,7 +35,7 @@ from schemas.verdicts import (
     threshold_from_spread,
 )
 
-FAULTS = {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+FAULTS = SLOWDOWN_REASONS
 
 #: The figures health judges, in the order pages show them.
 FIGURE_KEYS = list(HEALTH_FIGURES)
@@ -50,6 +54,7 @@ class Verdict:
     figures: dict[str, FigureJudgement]
     faults: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
+    baseline: str | None = None  # what it was held against beyond peers and history (``baseline_summary``)
 
     @property
     def verdict(self) -> str:
@@ -76,16 +81,20 @@ class Verdict:
         return self.verdict
 
 
-#: A GPU's figure: (latest value, its peak fraction, median SM clock in its largest case).
-Found = tuple[float, float | None, int | None]
+#: A GPU's figure: (latest value, its peak fraction, median SM clock in its largest case, the suite that measured it).
+Found = tuple[float, float | None, int | None, str]
+
+
+_NONE: Found = (0.0, None, None, "")
 
 
 def _figures(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], Found]:
-    """(device, figure) -> (latest value, its peak fraction, median SM clock in its largest case), from the device's
-    latest run that measured that figure (a later run of only some benchmarks does not hide earlier figures)."""
+    """(device, figure) -> (latest value, its peak fraction, median SM clock in its largest case, its run's suite),
+    from the device's latest run that measured that figure (a later run of only some benchmarks does not hide
+    earlier figures)."""
     return {
-        (device, figure): (float(v), float(p) if p is not None else None, int(c) if c is not None else None)
-        for device, figure, v, p, c in rows
+        (device, figure): (float(v), float(p) if p is not None else None, int(c) if c is not None else None, str(s))
+        for device, figure, v, p, c, s in rows
     }
 
 
@@ -96,7 +105,7 @@ class _Others:
     def __init__(self, devices: list[dict[str, Any]], figures: dict[tuple[str, str], Found]) -> None:
         ids = [str(d["device_id"]) for d in devices]
         self.values = {key: sorted(figures[(i, key)][0] for i in ids if (i, key) in figures) for key in FIGURE_KEYS}
-        self.clocks = sorted(float(c) for i in ids if (c := figures.get((i, "matmul_bf16"), (0, None, None))[2]))
+        self.clocks = sorted(float(c) for i in ids if (c := figures.get((i, "matmul_bf16"), _NONE)[2]))
         self.max_clocks = sorted(m for d in devices if isinstance(m := d["sm_clock_max_mhz"], int))
         self.versions = Counter((d["torch"], d["cuda"], d["driver"]) for d in devices)
         self.ecc = Counter(d["ecc_enabled"] for d in devices if d["ecc_enabled"] is not None)
@@ -166,10 +175,12 @@ def fleet_health(
     history_rows: list[tuple[Any, ...]] = (),  # type: ignore[assignment]
     counter_rows: list[dict[str, Any]] = (),  # type: ignore[assignment]
     model: str | None = None,
+    baselines: BaselineIndex | None = None,
 ) -> list[Verdict]:
     """A verdict for every GPU, worst first. ``devices``: each one's latest run (``Reads.health_devices``);
     ``figure_rows``: ``Reads.health_figures``; ``history_rows``: ``Reads.health_history``; ``counter_rows``:
-    ``Reads.latest_counters``; ``model``: only that model's GPUs are judged."""
+    ``Reads.latest_counters``; ``model``: only that model's GPUs are judged; ``baselines``: the cards' baselines."""
+    baselines = baselines if baselines is not None else BaselineIndex()
     figures = _figures(figure_rows)
     history = {(str(device), str(figure)): [float(v) for v in values] for device, figure, values in history_rows}
     counters = {str(row["device_id"]): row for row in counter_rows}
@@ -190,20 +201,27 @@ def fleet_health(
             continue
         device, name = str(d["device_id"]), str(d["gpu_model"])
         peers = peers_of[name]
+        card, default_card = str(d["card"]), card_of_model(name, d["power_limit_default_w"])
+        software = {k: d.get(k) for k in SOFTWARE}
         judged: dict[str, FigureJudgement] = {}
+        suites: list[str] = []
         for key in FIGURE_KEYS:
             found = figures.get((device, key))
             if found is None:
                 continue
+            suites.append(found[3])
             kept = history.get((device, key)) or [found[0]]
             others = len(peers.values[key]) - 1
             median = _median_without(peers.values[key], found[0])
+            baseline, note = baseline_reference(baselines, key, card, default_card, found[3], software)
             judged[key] = judge(
                 key,
                 kept,
                 peers=(median, others) if median is not None else None,
                 floor=floor_of(key, str(d["gpu_name"] or ""), d["pcie_gen_max"], d["pcie_width_max"]),
                 threshold=thresholds[(name, key)],
+                baseline=baseline,
+                note=note,
             )
         row = counters.get(device)
         faults = counter_faults(
@@ -212,15 +230,16 @@ def fleet_health(
             pcie=(d["pcie_gen"], d["pcie_gen_max"], d["pcie_width"], d["pcie_width_max"]),
         )
         level = gpu_level(faults, list(judged.values()))
-        clock = figures.get((device, "matmul_bf16"), (0, None, None))[2]
+        clock = figures.get((device, "matmul_bf16"), _NONE)[2]
         failing = level in (Level.slow, Level.suspect)
         causes = _causes(d, peers, clock, failing)
         if failing and not causes:
             causes = ["no cause recorded in its state"]
+        suite = max(set(suites), key=suites.count) if suites else "health"
         verdicts.append(
             Verdict(
-                device, str(d["card"]), name, str(d["hostname"]), str(d["run_id"]), d["started_at"], d["gpu_index"],
-                level, judged, faults, causes,
+                device, card, name, str(d["hostname"]), str(d["run_id"]), d["started_at"], d["gpu_index"],
+                level, judged, faults, causes, baseline_summary(baselines, card, default_card, suite),
             )
         )  # fmt: skip
     return sorted(verdicts, key=lambda v: (SEVERITY.index(v.level), -(v.slow_by or 0), v.gpu_model, v.hostname))
@@ -239,4 +258,5 @@ def wire(v: Verdict) -> GpuVerdict:
         run_id=v.run_id,
         judged_by="collector",
         figures=tuple(figure_verdict(j) for j in v.figures.values()),
+        baseline=v.baseline,
     )

@@ -13,9 +13,9 @@ EXAMPLES = (
      "SELECT card, hostname, benchmark, name, status, reason FROM result_facts WHERE status <> 'ok' LIMIT 100"),
     ("training MFU", "SELECT card, model, batch, tokens_per_s, mfu FROM training WHERE status = 'ok'"),
     ("LLM decode against the memory bandwidth",
-     "SELECT card, model, seq_len, batch, median(tokens_per_s) AS tokens_per_s, median(bandwidth_fraction) "
-     "AS of_bandwidth FROM inference WHERE phase = 'decode' AND status = 'ok' GROUP BY ALL ORDER BY card, model, "
-     "seq_len, batch"),
+     "SELECT card, model, implementation, seq_len, batch, median(tokens_per_s) AS tokens_per_s, "
+     "median(bandwidth_fraction) AS of_bandwidth, median(copy_fraction) AS of_copy FROM inference "
+     "WHERE phase = 'decode' AND status = 'ok' GROUP BY ALL ORDER BY card, model, implementation, seq_len, batch"),
     ("published figures", "SELECT * FROM reference ORDER BY card, metric"),
     ("what the tables cover (retention)", "SELECT * FROM coverage"),
 )  # fmt: skip

@@ -33,8 +33,13 @@ def render_report(data: views.Report, fmt: ReportFormat, *, generated_at: dateti
 
 
 def build_report(
-    reads: Reads, fmt: ReportFormat, *, prices: dict[str, float] | None = None, generated_at: datetime | None = None
+    reads: Reads,
+    fmt: ReportFormat,
+    *,
+    prices: dict[str, float] | None = None,
+    generated_at: datetime | None = None,
+    baselines: bool = False,
 ) -> str:
-    """The report view, read and rendered."""
-    data = views.report(reads, prices=prices, with_charts=fmt == "html")
+    """The report view, read and rendered; ``baselines``: each card's baseline as a column beside it."""
+    data = views.report(reads, prices=prices, with_charts=fmt == "html", baselines=baselines)
     return render_report(data, fmt, generated_at=generated_at)

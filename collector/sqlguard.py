@@ -87,12 +87,20 @@ def _denied(name: str) -> bool:
 
 def _check_select(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     row = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-    tree = json.loads(row[0]) if row else {"error": True}
-    if tree.get("error"):
+    try:  # the syntax tree is as deep as the query nests: hundreds of subqueries go past Python's recursion limit
+        tree = json.loads(row[0]) if row else {"error": True}
+        if tree.get("error"):
+            raise QueryRefused(
+                f"this query cannot be checked ({tree.get('error_message', 'no syntax tree')}); write it as a plain "
+                "SELECT"
+            )
+        names = set(_names(tree))
+    except RecursionError:
         raise QueryRefused(
-            f"this query cannot be checked ({tree.get('error_message', 'no syntax tree')}); write it as a plain SELECT"
-        )
-    refused = sorted({name for name in _names(tree) if _denied(name)})
+            "this query nests too deeply to be checked (hundreds of levels of subqueries or expressions); write it "
+            "with fewer, e.g. with WITH clauses"
+        ) from None
+    refused = sorted({name for name in names if _denied(name)})
     if refused:
         raise QueryRefused(
             f"{', '.join(refused)} cannot be used here: the server's settings, files and maintenance are not for "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .figures import RUN_COPY
 from .tables import COUNTERS
 
 #: The GPU model as compared: its name and memory size (an 80 GB part is not a 40 GB one).
@@ -85,8 +86,8 @@ VIEWS: dict[str, str] = {
     """,
     "layers": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, model, block, dtype, mode, batch, seq_len,
-               attn_implementation, tflops, peak_fraction, median_s, cv, timing_method, status, reason, flags,
-               torch, transformers
+               attn_implementation, coalesce(implementation, 'transformers') AS implementation, tflops, peak_fraction,
+               median_s, cv, timing_method, status, reason, flags, torch, transformers
         FROM result_facts WHERE benchmark = 'layer'
     """,
     "training": """
@@ -95,22 +96,27 @@ VIEWS: dict[str, str] = {
                median_s, status, reason, flags, torch
         FROM result_facts WHERE benchmark = 'training'
     """,
-    # LLM prefill and decode: bytes_per_step and bandwidth_fraction (of the datasheet memory bandwidth) for decode,
-    # peak_fraction of the dtype's dense TFLOPS for prefill.
-    "inference": """
+    # LLM prefill and decode, by implementation (transformers' model, or the lean plain-torch one and its kernels):
+    # bytes_per_step, bandwidth_fraction (of the datasheet memory bandwidth) and copy_fraction (of copy_gbps, the
+    # best copy the same run measured on the same GPU) for decode, peak_fraction of the dtype's dense TFLOPS for
+    # prefill.
+    "inference": f"""
         SELECT run_id, card, gpu_uuid, hostname, started_at, model, phase, batch, seq_len, dtype, attn_implementation,
-               tokens_per_s, tflops,
+               coalesce(implementation, 'transformers') AS implementation,
+               json_extract_string(params, '$.kernels') AS kernels, tokens_per_s, tflops,
                CAST(json_extract(metrics, '$.ttft_s') AS DOUBLE) AS ttft_s,
                CAST(json_extract(metrics, '$.tpot_s') AS DOUBLE) AS tpot_s,
                CAST(json_extract(metrics, '$.tpot_p90_s') AS DOUBLE) AS tpot_p90_s,
-               gbps, CASE WHEN phase = 'decode' THEN peak_fraction END AS bandwidth_fraction, peak_fraction,
+               gbps, CASE WHEN phase = 'decode' THEN peak_fraction END AS bandwidth_fraction, copy_gbps,
+               CASE WHEN phase = 'decode' THEN gbps / copy_gbps END AS copy_fraction, peak_fraction,
                CAST(json_extract(params, '$.bytes_per_call') AS BIGINT) AS bytes_per_step,
                CAST(json_extract(params, '$.weight_bytes') AS BIGINT) AS weight_bytes,
                CAST(json_extract(params, '$.kv_cache_bytes') AS BIGINT) AS kv_cache_bytes,
                CAST(json_extract(params, '$.n_params') AS BIGINT) AS n_params,
                CAST(json_extract(params, '$.flops_per_call') AS DOUBLE) AS flops_per_call, peak_memory_bytes,
                median_s, cv, timing_method, calls_per_repeat, status, reason, flags, torch, cuda, transformers
-        FROM result_facts WHERE benchmark = 'inference'
+        FROM (SELECT *, {RUN_COPY} AS copy_gbps FROM result_facts WHERE benchmark IN ('inference', 'bandwidth'))
+        WHERE benchmark = 'inference'
     """,
     "collectives": """
         SELECT run_id, card, hostname, started_at, op, json_extract_string(params, '$.backend') AS backend, dtype,
@@ -139,6 +145,8 @@ VIEWS: dict[str, str] = {
     """,
     # Published figures imported with `import-reference`, labelled with where they come from.
     "reference": """
-        SELECT card, metric, value, unit, source, note, imported_at FROM reference_values
+        SELECT f.card, f.figure AS metric, f.value, f.unit, b.name AS source,
+               json_extract_string(b.bundle, '$.source.description') AS note, b.imported_at
+        FROM baseline_figures f JOIN baselines b ON b.id = f.baseline_id WHERE f.kind = 'published'
     """,
 }

@@ -134,6 +134,7 @@ _PARAMS = (
     ("direction", "VARCHAR"), ("pinned", "BOOLEAN"), ("m", "BIGINT"), ("n", "BIGINT"), ("k", "BIGINT"),
     ("batch", "INTEGER"), ("seq_len", "INTEGER"), ("elements", "BIGINT"), ("bytes", "BIGINT"),
     ("world_size", "INTEGER"), ("attn_implementation", "VARCHAR"), ("nodes", "INTEGER"), ("phase", "VARCHAR"),
+    ("implementation", "VARCHAR"),  # whose model code (layers, inference): NULL in rows stored before it was kept
 )  # fmt: skip
 _METRICS = (
     ("tflops", "DOUBLE"), ("gbps", "DOUBLE"), ("busbw_gbps", "DOUBLE"), ("samples_per_s", "DOUBLE"),

@@ -2,6 +2,11 @@
 
 Validating a run is the collector's largest piece of Python work and holds the GIL, so the server does it in
 worker processes (``Validator``) while its own process serves requests and writes to DuckDB.
+
+The clock rule: a run that says it started or finished more than ``MAX_AHEAD`` after the collector's clock, or
+started before ``EARLIEST`` (a machine whose clock was never set says 1970), is refused (422, naming the field and
+the agent's clock as the cause): stored, it would be a GPU's "latest" run for years, hide it from the "no run for 6 h"
+alert and push every real run off the home page. Its agent keeps it in the spool, and the reason with it.
 """
 
 from __future__ import annotations
@@ -12,9 +17,12 @@ import hashlib
 import logging
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,6 +35,12 @@ log = logging.getLogger(__name__)
 MAX_LISTED = 5
 #: How much lower than the server's a validation worker's scheduling priority is (``nice``).
 WORKER_NICENESS = 5
+#: How often a worker checks that the server that started it is still its parent.
+PARENT_CHECK_S = 0.25
+#: The clock rule: how far a run's start or end may be ahead of the collector's clock (clocks a little apart)...
+MAX_AHEAD = timedelta(hours=1)
+#: ... and the earliest start taken (before flopfleet, and before the GPUs it knows).
+EARLIEST = datetime(2020, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -59,21 +73,46 @@ def _invalid(exc: ValidationError) -> InvalidRun:
     return InvalidRun(f"invalid run: {listed}{more}", details)
 
 
-def parse_run(body: bytes | str) -> RunSubmission:
-    """A validated run, or InvalidRun whose message names each failing field's path (e.g. results.3.params.n)."""
+def clock_problem(run: RunSubmission, now: datetime | None = None) -> InvalidRun | None:
+    """The clock rule (see the module's docstring): why ``run``'s times cannot be taken, or None."""
+    now = now or datetime.now(timezone.utc)
+    for field, when in (("started_at", run.started_at), ("finished_at", run.finished_at)):
+        if when > now + MAX_AHEAD:
+            why = (f"{when:%Y-%m-%d %H:%M} UTC is {_ahead(when - now)} after the collector's clock: the agent's clock "
+                   "is wrong (set it, e.g. with NTP); the run stays in its spool")  # fmt: skip
+            return InvalidRun(f"invalid run: {field}: {why}", [{"loc": field, "message": why, "type": "clock_ahead"}])
+    if run.started_at < EARLIEST:
+        why = (f"{run.started_at:%Y-%m-%d %H:%M} UTC is before {EARLIEST:%Y-%m-%d}: the agent's clock was never set "
+               "(set it, e.g. with NTP); the run stays in its spool")  # fmt: skip
+        return InvalidRun(f"invalid run: started_at: {why}", [{"loc": "started_at", "message": why,
+                                                              "type": "clock_unset"}])  # fmt: skip
+    return None
+
+
+def _ahead(delta: timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours:,.1f} hours" if hours < 48 else f"{hours / 24:,.0f} days"
+
+
+def parse_run(body: bytes | str, *, now: datetime | None = None) -> RunSubmission:
+    """A validated run, or InvalidRun whose message names each failing field's path (e.g. results.3.params.n);
+    the clock rule applies at ``now``."""
     try:
-        return RunSubmission.model_validate_json(body)
+        run = RunSubmission.model_validate_json(body)
     except ValidationError as exc:
         raise _invalid(exc) from None
+    problem = clock_problem(run, now)
+    if problem is not None:
+        raise problem
+    return run
 
 
 def _check_in_worker(body: bytes, gzip_it: bool = False) -> tuple[Any, ...]:
     """Runs in a worker process, with the hashing and compressing the server would otherwise do on its event loop;
     only plain values cross back."""
     try:
-        run = RunSubmission.model_validate_json(body)
-    except ValidationError as exc:
-        invalid = _invalid(exc)
+        run = parse_run(body)
+    except InvalidRun as invalid:
         return "invalid", invalid.message, invalid.details
     return "ok", str(run.run_id), len(run.results), digest(body), compress(body) if gzip_it else None
 
@@ -83,12 +122,23 @@ def _warm() -> None:
     _check_in_worker(b"{}")
 
 
-def _start_worker() -> None:
+def _start_worker(server_pid: int) -> None:
     """A worker yields the CPU to the server's DuckDB writer when both want it: the writer is the one serial stage
-    of ingest (on the 2-core machine, seven alternating pairs of rounds all went 3-6 % faster this way)."""
+    of ingest (on the 2-core machine, seven alternating pairs of rounds all went 3-6 % faster this way); and it
+    ends itself once the server is gone (``_orphaned``)."""
+    threading.Thread(target=_orphaned, args=(server_pid,), name="flopfleet-parent-watch", daemon=True).start()
     if hasattr(os, "nice"):
         os.nice(WORKER_NICENESS)
     _warm()
+
+
+def _orphaned(server_pid: int) -> None:
+    """Exit as soon as the server is no longer this process's parent (killed, say, by SIGKILL or the OOM killer,
+    which leave no chance to stop the pool): a worker waits on a queue whose other end it holds itself, so it would
+    wait forever. With the workers gone, multiprocessing's resource tracker, whose pipe they held open, ends too."""
+    while os.getppid() == server_pid:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 class ValidatorGone(CollectorError):
@@ -120,7 +170,8 @@ class Validator:
     def _new_pool(self) -> ProcessPoolExecutor:
         # spawn, not fork: the server process has threads (DuckDB's, uvicorn's) that fork would not carry over.
         context = multiprocessing.get_context("spawn")
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_start_worker)
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_start_worker,
+                                   initargs=(os.getpid(),))  # fmt: skip
 
     def stop(self) -> None:
         if self._pool is not None:

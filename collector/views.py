@@ -5,17 +5,21 @@ JSON). Renderers take what these return and never see the database.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
 from typing import Any
 
 from schemas import RunSubmission
-from schemas.verdicts import Level
+from schemas.baselines import BaselineBundle, BaselineIndex, BaselineSource, baseline_threshold, seal
+from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
-from . import compare, health, machines, regressions
+from . import baselines, compare, health, machines, regressions
 from .compare import PEAK_CATEGORIES, Comparison, Series
 from .errors import NotFound
+from .figures import BY_KEY
 from .health import Verdict
 from .machines import MultiGpuMachine
 from .regressions import Change
@@ -52,12 +56,33 @@ class Home:
 
 
 @dataclass(frozen=True)
+class BaselineBand:
+    """One figure of a card's baseline as pages show it: the value, the band a healthy GPU measures within (down to
+    the threshold), what it stands on and where it comes from."""
+
+    figure: str
+    label: str
+    unit: str
+    suite: str
+    value: float
+    floor: float  # value * (1 - threshold): below this a GPU fails the baseline
+    threshold: float
+    low: float | None
+    high: float | None
+    gpus: int
+    runs: int
+    period: str
+    source: str  # the bundle's name, origin and id
+
+
+@dataclass(frozen=True)
 class CardView:
     card: str
     cmp: Comparison
     verdicts: list[Verdict]
     changes: list[Change]
     charts: Charts
+    baselines: list[BaselineBand] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,15 +125,23 @@ def measurements(reads: Reads, cards: list[str] | None = None) -> compare.Measur
     )
 
 
-def comparison(reads: Reads, cards: list[str] | None = None, prices: dict[str, float] | None = None) -> Comparison:
-    """The cross-card table of every card, or of ``cards`` (measured or published)."""
+def comparison(
+    reads: Reads, cards: list[str] | None = None, prices: dict[str, float] | None = None, *, baselines: bool = False
+) -> Comparison:
+    """The cross-card table of every card, or of ``cards`` (measured or published); ``baselines``: each measured
+    card's baseline as a column beside it."""
     measured = [c for c in cards if not c.endswith(compare.PUBLISHED)] if cards else None
-    return compare.comparison(measurements(reads, measured), cards, prices)
+    data = measurements(reads, measured)
+    by_card = {}
+    if baselines:
+        index = baseline_index(reads)
+        by_card = {c["card"]: index.entries(c["card"]) for c in data.cards}
+    return compare.comparison(data, cards, prices, by_card)
 
 
 def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, machines_too: bool = False) -> Charts:
     """The data of the charts in ``only`` for the measured cards of ``cmp``."""
-    cards = [c.label for c in cmp.cards if not c.published] or None
+    cards = [c.label for c in cmp.cards if c.measured] or None
     peak_figures = [figure for _, figure in PEAK_CATEGORIES]
     return Charts(
         cmp=cmp,
@@ -125,13 +158,31 @@ def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, mac
 
 #: Verdicts by (store generation, model): every page, report and scrape judges the fleet, and the verdicts change
 #: only when the summaries do (190 ms for 500 GPUs at 100,000 runs, then nothing until the next refresh).
-_VERDICTS: OrderedDict[tuple[object, str | None], list[Verdict]] = OrderedDict()
+_VERDICTS: OrderedDict[tuple[object, str | None, int], list[Verdict]] = OrderedDict()
 _VERDICTS_KEPT = 16
 _VERDICTS_LOCK = threading.Lock()
 
 
+_BASELINES: dict[tuple[tuple[str, str], ...], BaselineIndex] = {}
+
+
+def baseline_index(reads: Reads) -> BaselineIndex:
+    """The stored baselines (bundled and imported) as verdicts use them, parsed once per set of baselines."""
+    stored = [(str(text), str(origin)) for text, origin in reads.baselines()]
+    key = tuple((hashlib.sha256(text.encode()).hexdigest(), origin) for text, origin in stored)
+    with _VERDICTS_LOCK:
+        if key in _BASELINES:
+            return _BASELINES[key]
+    index = BaselineIndex(baselines.load_all(stored))
+    with _VERDICTS_LOCK:
+        _BASELINES.clear()
+        _BASELINES[key] = index
+    return index
+
+
 def fleet_health(reads: Reads, model: str | None = None) -> list[Verdict]:
-    key = (reads.generation, model)
+    baselines = baseline_index(reads)
+    key = (reads.generation, model, id(baselines))
     if reads.generation is not None:
         with _VERDICTS_LOCK:
             if key in _VERDICTS:
@@ -144,6 +195,7 @@ def fleet_health(reads: Reads, model: str | None = None) -> list[Verdict]:
         reads.health_history(keys, model),
         reads.latest_counters(model),
         model,
+        baselines,
     )
     if reads.generation is not None:
         with _VERDICTS_LOCK:
@@ -186,7 +238,22 @@ def card(reads: Reads, name: str) -> CardView:
         verdicts=[v for v in fleet_health(reads, model) if v.card == name],
         changes=version_changes(reads, model),
         charts=charts(reads, cmp, ("matmul", "layers")),
+        baselines=baseline_bands(baseline_index(reads), name),
     )
+
+
+def baseline_bands(index: BaselineIndex, card: str) -> list[BaselineBand]:
+    """The card's baseline, figure by figure (health suite first), with the threshold verdicts hold it to."""
+    bands = []
+    for e in sorted(index.entries(card), key=lambda e: (e.suite != "health", e.suite, e.figure.figure)):
+        f = e.figure
+        threshold = baseline_threshold(f, minimum=minimum_threshold(f.figure), maximum=MAX_THRESHOLD,
+                                       sigmas=SPREAD_SIGMAS)  # fmt: skip
+        label = BY_KEY[f.figure].label if f.figure in BY_KEY else f.figure
+        source = f"{e.bundle} ({e.origin}, {e.bundle_id})"
+        bands.append(BaselineBand(f.figure, label, f.unit, e.suite, f.value, f.value * (1 - threshold), threshold,
+                                  f.low, f.high, f.gpus, f.runs, e.period, source))  # fmt: skip
+    return bands
 
 
 def gpu(reads: Reads, device: str) -> GpuView:
@@ -247,9 +314,12 @@ def multi_gpu_machines(reads: Reads) -> list[MultiGpuMachine]:
     return machines.multi_gpu_machines(reads.machines())
 
 
-def report(reads: Reads, *, prices: dict[str, float] | None = None, with_charts: bool = True) -> Report:
-    """Everything the report shows; ``with_charts``: the chart data and the recent runs (the HTML report)."""
-    cmp = comparison(reads, prices=prices)
+def report(
+    reads: Reads, *, prices: dict[str, float] | None = None, with_charts: bool = True, baselines: bool = False
+) -> Report:
+    """Everything the report shows; ``with_charts``: the chart data and the recent runs (the HTML report);
+    ``baselines``: each card's baseline as a column beside it."""
+    cmp = comparison(reads, prices=prices, baselines=baselines)
     multi = multi_gpu_machines(reads)
     return Report(
         cmp=cmp,
@@ -259,3 +329,39 @@ def report(reads: Reads, *, prices: dict[str, float] | None = None, with_charts:
         charts=charts(reads, cmp, machines_too=bool(multi)) if with_charts else None,
         runs=reads.recent_runs(50) if with_charts else [],
     )
+
+
+@dataclass(frozen=True)
+class BaselineExport:
+    """A baseline exported from this fleet, and what was left out of it and why."""
+
+    bundle: BaselineBundle
+    left_out: list[str]
+
+
+def export_baseline(
+    reads: Reads,
+    *,
+    name: str,
+    collector: str,
+    model: str | None = None,
+    since: date | None = None,
+    tags: dict[str, str] | None = None,
+    suite: str | None = None,
+    min_runs: int = baselines.MIN_RUNS,
+) -> BaselineExport:
+    """This fleet's healthy runs as a baseline per card and suite: GPUs judged slow, faulty or suspect now are left
+    out, and so are runs beside another process, under a slowdown or with flagged results (``baselines``)."""
+    unhealthy = {v.device for v in fleet_health(reads) if v.level in (Level.slow, Level.faulty, Level.suspect)}
+    rows = reads.baseline_measurements(model, since, tags, suite)
+    cards, left_out = baselines.build(baselines.measurements(rows, unhealthy), min_runs=min_runs)
+    if unhealthy:
+        left_out.insert(0, f"{len(unhealthy)} GPU{'s' if len(unhealthy) != 1 else ''} judged slow, faulty or "
+                           "suspect now: none of their runs")  # fmt: skip
+    filters = {k: v for k, v in (("model", model), ("since", since and since.isoformat()), ("suite", suite)) if v}
+    filters |= {f"tag:{k}": v for k, v in (tags or {}).items()}
+    if not cards:
+        why = "; ".join(left_out) or "no healthy runs of agent-measured GPUs match"
+        raise NotFound(f"nothing to export: {why}")
+    source = BaselineSource(collector=collector, exported_at=datetime.now(timezone.utc), filters=filters)
+    return BaselineExport(seal(name, source, cards), left_out)

@@ -21,6 +21,9 @@ ThrottleReason = Literal[
     "hw_power_brake_slowdown",
     "display_clock_setting",
 ]
+#: The reasons that mean heat or the hardware slowed the GPU, not its power limit: a likely cause of a shortfall,
+#: and no healthy run for a baseline.
+SLOWDOWN_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
 ComputeCapability = Annotated[str, StringConstraints(pattern=r"^\d{1,2}\.\d{1,2}$")]
 
 

@@ -1,4 +1,4 @@
-"""The published JSON Schema of a run, generated from the models so it cannot drift from them."""
+"""The published JSON Schemas of a run and of a baseline bundle, generated from the models so they cannot drift."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .baselines import BASELINE_SCHEMA_VERSION, BaselineBundle
 from .run import SCHEMA_VERSION, RunSubmission
 
 #: The generated file other tools can read; a test keeps it equal to what the models produce.
@@ -26,3 +27,20 @@ def render_json_schema() -> str:
 def write_json_schema(path: Path = SCHEMA_FILE) -> Path:
     path.write_text(render_json_schema(), encoding="utf-8")
     return path
+
+
+#: The baseline bundle's schema (``schemas.baselines``), published beside the run's.
+BASELINE_SCHEMA_FILE = Path(__file__).with_name(f"baseline.v{BASELINE_SCHEMA_VERSION}.schema.json")
+
+
+def render_baseline_schema() -> str:
+    schema = BaselineBundle.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://flopfleet.dev/schemas/baseline.v{BASELINE_SCHEMA_VERSION}.schema.json"
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def write_schemas() -> list[Path]:
+    """Both published schemas (``make schema``)."""
+    BASELINE_SCHEMA_FILE.write_text(render_baseline_schema(), encoding="utf-8")
+    return [write_json_schema(), BASELINE_SCHEMA_FILE]

@@ -31,6 +31,8 @@ Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
 Mode = Literal["fwd", "fwd+bwd"]
 TimingMethod = Literal["cuda_event", "cuda_graph", "perf_counter"]
 AttentionImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
+#: Whose model code: transformers' classes, or the agent's own in plain torch (agent/llama_torch.py, bert_torch.py).
+InferenceImplementation = Literal["transformers", "torch"]
 #: Marks that qualify an ``ok`` result instead of hiding it.
 Flag = Literal[
     "high_cv",  # coefficient of variation above 10 %: noisy, read with care
@@ -40,11 +42,19 @@ Flag = Literal[
     "throttled",  # the GPU reported power or thermal throttling during the case
     "parallel",  # measured while other GPUs of the machine ran too
     "busy",  # measured while another process used the GPU (--when-busy measure)
+    "host_bound",  # the host's memory and scheduler set the pace (pageable copies): a figure about the host
+    "unsettled",  # the timings still moved when the warm-up's time limit came
 ]
 
 
 class TimingStats(WireModel):
-    """Per-call time statistics; ``calls_per_repeat`` > 1 when one timed repeat replays several calls."""
+    """Per-call time statistics; ``calls_per_repeat`` > 1 when one timed repeat replays several calls.
+
+    ``total_s`` is the whole measurement: ``warmup_s`` (warm-up calls and the repeats a settling warm-up left
+    out), ``capture_s`` (recording a CUDA graph) and the timed repeats. ``ci_rel`` is how well the median is known:
+    the half-width of its distribution-free 95 % confidence interval over the median (None: too few repeats for
+    one). ``settled``: whether a warm-up asked to last until the timings settle saw them settle (None: not asked).
+    """
 
     method: TimingMethod
     median_s: PositiveSeconds
@@ -57,6 +67,10 @@ class TimingStats(WireModel):
     warmup: Count
     calls_per_repeat: Positive = 1
     total_s: Seconds
+    warmup_s: Seconds | None = None
+    capture_s: Seconds | None = None
+    ci_rel: Annotated[float, Field(ge=0.0, le=1e3)] | None = None
+    settled: bool | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -74,7 +88,9 @@ class _Result(WireModel):
     peak_fraction: Fraction | None = None
     flags: tuple[Flag, ...] = Field(default=(), max_length=8)
     state: StateSummary | None = None
-    duration_s: Seconds = 0.0
+    duration_s: Seconds = 0.0  # the case in its measuring process, set-up and checks included
+    started_s: Seconds | None = None  # handed over to its measuring process, seconds from the agent's start
+    finished_s: Seconds | None = None  # its result back in the agent
 
     @model_validator(mode="after")
     def _status_consistent(self) -> Self:
@@ -262,6 +278,10 @@ class InferenceParams(WireModel):
     flops_per_call: Positive
     bytes_per_call: Positive | None = None
     attn_implementation: AttentionImplementation
+    #: transformers' ``LlamaForCausalLM``, or the agent's lean decoder in plain torch (fused projections and kernels)
+    implementation: InferenceImplementation = "transformers"
+    #: The lean decoder's small operations: plain torch, or one Triton kernel each (on CUDA, where Triton imports)
+    kernels: Literal["torch", "triton"] | None = None
 
 
 class InferenceMetrics(WireModel):

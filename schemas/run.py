@@ -11,6 +11,7 @@ from typing_extensions import Self
 from .base import Label, Slug, TagValue, WireModel
 from .environment import Gpu, GpuSamples, Host, Software
 from .results import Result
+from .timeline import Timeline
 
 #: The version this code writes.
 SCHEMA_VERSION = 1
@@ -37,6 +38,7 @@ class RunSubmission(WireModel):
     gpu_samples: GpuSamples = Field(default_factory=GpuSamples)
     tags: dict[Slug, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
     topology: Annotated[str, StringConstraints(max_length=20_000)] | None = None  # `nvidia-smi topo -m`
+    timeline: Timeline | None = None  # where the run's wall time went (schemas/timeline.py)
 
     @field_validator("schema_version")
     @classmethod

@@ -1,10 +1,12 @@
 """Health verdicts, shared by the collector's ``health`` and the agent's ``check``: one rule for both.
 
-A GPU's figure is judged against up to three references: the same model's other GPUs (their median), the GPU's
-own history (the median of its measurements before the latest ``WINDOW``), and an absolute floor per GPU model
-(``FLOORS``: a fraction of the datasheet, so that a lone card can fail). A measurement fails a reference when it
-is more than the figure's threshold below it (below the floor itself for the floor); the threshold follows the
-figure's measured run-to-run spread (``threshold_from_spread``), never less than ``MIN_THRESHOLD``.
+A GPU's figure is judged against up to four references: the same model's other GPUs (their median), the GPU's
+own history (the median of its measurements before the latest ``WINDOW``), its card's baseline (``schemas.baselines``:
+what the model's healthy GPUs delivered elsewhere, so that a GPU is judged right from its first run), and an
+absolute floor per GPU model (``FLOORS``: a fraction of the datasheet, for models without a baseline). A measurement
+fails a reference when it is more than that reference's threshold below it (below the floor itself for the floor):
+peers and history use the figure's measured run-to-run spread (``threshold_from_spread``), never less than
+``MIN_THRESHOLD``; a baseline its own spread between GPUs (``baseline_reference``).
 
 Levels: ``ok``; ``suspect`` when the latest measurement fails but is not confirmed; ``slow`` when at least
 ``CONFIRM`` of the latest ``WINDOW`` measurements fail (several runs, or the agent measuring a failing figure
@@ -22,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .base import Label, Text, WireModel
+from .baselines import BaselineIndex, baseline_threshold, software_note
 from .gpu_specs import match_spec, pcie_peak_gbps
 
 
@@ -143,7 +146,7 @@ def threshold_from_spread(
     return min(MAX_THRESHOLD, max(minimum, SPREAD_SIGMAS * 1.4826 * _median(spreads)))
 
 
-ReferenceName = Literal["peers", "history", "floor"]
+ReferenceName = Literal["peers", "history", "baseline", "floor"]
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,8 @@ class Reference:
     name: ReferenceName
     value: float
     margin: float  # a measurement fails below value * (1 - margin)
-    count: int = 0  # peers or history measurements the value is the median of
+    count: int = 0  # peers or history measurements the value is the median of; a baseline's GPUs
+    detail: str = ""  # a baseline's description: its card, value, GPUs, runs and period
 
     def fails(self, measured: float) -> bool:
         return measured < self.value * (1 - self.margin)
@@ -162,7 +166,49 @@ class Reference:
             return f"its {self.count} peer{'s' if self.count != 1 else ''}' median"
         if self.name == "history":
             return f"its own median over {self.count} earlier runs"
+        if self.name == "baseline":
+            return f"the {self.detail}"
         return "its model's floor"
+
+
+def baseline_summary(baselines: BaselineIndex, card: str, default_card: str | None, suite: str) -> str:
+    """What a GPU of ``card`` is held against besides peers and history, for its verdict: its card's baseline (the
+    bundle it comes from, on how many GPUs), or that there is none and only the floor remains."""
+    entries = [baselines.lookup(card, default_card, f, suite)[0] for f in HEALTH_FIGURES]
+    found = [e for e in entries if e is not None]
+    if not found:
+        return f"no baseline of the {suite} suite for {card}"
+    e = max(found, key=lambda x: x.figure.gpus)
+    gpus = f"{e.figure.gpus} GPU{'s' if e.figure.gpus != 1 else ''}"
+    runs = f"{e.figure.runs} runs"
+    return f"held against the {e.card} baseline {e.bundle!r} ({e.origin}, {e.bundle_id}): {gpus}, {runs}, {e.period}"
+
+
+def baseline_reference(
+    baselines: BaselineIndex,
+    figure: str,
+    card: str,
+    default_card: str | None,
+    suite: str,
+    software: Mapping[str, str | None],
+) -> tuple[Reference | None, str | None]:
+    """The baseline a GPU of ``card`` is held against for ``figure`` (or, with its power limit lowered, the one of its
+    card at the default limit: ``default_card``), and a note where the comparison needs one (that power limit,
+    software releases the figure depends on that the baseline was not measured with)."""
+    entry, at_default = baselines.lookup(card, default_card, figure, suite)
+    if entry is None:
+        return None, None
+    margin = baseline_threshold(
+        entry.figure, minimum=minimum_threshold(figure), maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS
+    )
+    notes = []
+    if at_default:
+        notes.append("its power limit is below the default; held against its card at the default limit")
+    differ = software_note(figure, entry.software, dict(software))
+    if differ:
+        notes.append(differ)
+    reference = Reference("baseline", entry.figure.value, margin, entry.figure.gpus, entry.description)
+    return reference, "; ".join(notes) or None
 
 
 @dataclass(frozen=True)
@@ -174,6 +220,7 @@ class FigureJudgement:
     threshold: float
     failing: int  # of the latest ``window`` measurements, how many failed a reference
     window: int
+    note: str | None = None  # what to know about a comparison (a baseline of other software, another power limit)
 
     @property
     def shortfall(self) -> tuple[Reference, float] | None:
@@ -192,13 +239,17 @@ class FigureJudgement:
             return None
         ref, by = worst
         label, unit = HEALTH_FIGURES.get(self.figure, (self.figure, ""))
-        margin = "" if ref.name == "floor" else f" (threshold {self.threshold:.0%})"
         how = (
             f"in {self.failing} of its last {self.window} measurements"
             if self.level is Level.slow
             else "in its latest measurement only"
         )
-        return f"{label} {self.value:,.0f} {unit} is {by:.0%} below {ref.text} {ref.value:,.0f}{margin}, {how}"
+        note = f"; {self.note}" if self.note else ""
+        if ref.name == "baseline":  # its value is in its description
+            within = f"threshold {ref.margin:.0%}"
+            return f"{label} {self.value:,.0f} {unit} is {by:.0%} below the {ref.detail} ({within}), {how}{note}"
+        margin = "" if ref.name == "floor" else f" (threshold {self.threshold:.0%})"
+        return f"{label} {self.value:,.0f} {unit} is {by:.0%} below {ref.text} {ref.value:,.0f}{margin}, {how}{note}"
 
 
 def judge(
@@ -208,15 +259,19 @@ def judge(
     peers: tuple[float, int] | None = None,
     floor: float | None = None,
     threshold: float = DEFAULT_THRESHOLD,
+    baseline: Reference | None = None,
+    note: str | None = None,
 ) -> FigureJudgement:
     """Judge one figure of one GPU from its measurements (newest first; at least one), the median of its peers'
-    latest values with their count, and its model's floor."""
+    latest values with their count, its card's baseline (``baseline_reference``) and its model's floor."""
     history = list(measurements[WINDOW:])
     refs: list[Reference] = []
     if peers is not None and peers[1] > 0:
         refs.append(Reference("peers", peers[0], threshold, peers[1]))
     if len(history) >= MIN_HISTORY:
         refs.append(Reference("history", _median(history), threshold, len(history)))
+    if baseline is not None:
+        refs.append(baseline)
     if floor is not None:
         refs.append(Reference("floor", floor, 0.0))
     window = list(measurements[:WINDOW])
@@ -227,7 +282,8 @@ def judge(
         level = Level.ok
     else:
         level = Level.slow if failing >= CONFIRM else Level.suspect
-    return FigureJudgement(figure, level, window[0], tuple(refs), threshold, failing, len(window))
+    return FigureJudgement(figure, level, window[0], tuple(refs), threshold, failing, len(window),
+                           note if baseline is not None else None)  # fmt: skip
 
 
 def counter_faults(
@@ -286,11 +342,15 @@ class FigureVerdict(WireModel):
     peers: Annotated[float, Field(ge=0)] | None = None
     peer_count: Annotated[int, Field(ge=0)] = 0
     history: Annotated[float, Field(ge=0)] | None = None
+    baseline: Annotated[float, Field(ge=0)] | None = None
+    baseline_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
+    baseline_of: Text | None = None  # the baseline's card, GPUs, runs and period
     floor: Annotated[float, Field(ge=0)] | None = None
     threshold: Annotated[float, Field(ge=0, le=1)]
     failing: Annotated[int, Field(ge=0)]
     window: Annotated[int, Field(ge=0)]
     reason: Text | None = None
+    note: Text | None = None
 
 
 class GpuVerdict(WireModel):
@@ -307,6 +367,8 @@ class GpuVerdict(WireModel):
     run_id: Label | None = None
     judged_by: Literal["collector", "agent"]
     figures: tuple[FigureVerdict, ...] = ()
+    #: What its figures were held against beyond peers and history: its card's baseline, or why there was none.
+    baseline: Text | None = None
 
 
 def figure_verdict(j: FigureJudgement) -> FigureVerdict:
@@ -320,11 +382,15 @@ def figure_verdict(j: FigureJudgement) -> FigureVerdict:
         peers=refs["peers"].value if "peers" in refs else None,
         peer_count=refs["peers"].count if "peers" in refs else 0,
         history=refs["history"].value if "history" in refs else None,
+        baseline=refs["baseline"].value if "baseline" in refs else None,
+        baseline_threshold=refs["baseline"].margin if "baseline" in refs else None,
+        baseline_of=refs["baseline"].detail if "baseline" in refs else None,
         floor=refs["floor"].value if "floor" in refs else None,
         threshold=j.threshold,
         failing=j.failing,
         window=j.window,
         reason=j.reason,
+        note=j.note,
     )
 
 
@@ -343,7 +409,8 @@ def health_figure(result: object) -> str | None:
     if benchmark == "transfer" and getattr(params, "direction", None) == "h2d" and getattr(params, "pinned", False):
         return "h2d"
     if (benchmark == "layer" and getattr(params, "block", None) == "bert_layer"
-            and getattr(params, "mode", None) == "fwd+bwd" and getattr(params, "dtype", None) == "fp16"):  # fmt: skip
+            and getattr(params, "mode", None) == "fwd+bwd" and getattr(params, "dtype", None) == "fp16"
+            and getattr(params, "attn_implementation", None) in (None, "sdpa")):  # fmt: skip
         return "bert_fwdbwd"
     return None
 

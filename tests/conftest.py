@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +13,31 @@ import pytest
 from tests.servers import Collector, serve_collector
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def transformers_at_least(version: str) -> bool:
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) >= Version(version)
+
+
+#: The inference family drives transformers' AttentionInterface (4.48) and StaticCache as 4.56 made it; before, its
+#: cases say `unsupported` with the reason (tests/agent/test_benchmarks.py's last test: make test-oldest).
+needs_inference = pytest.mark.skipif(not transformers_at_least("4.56"), reason="transformers < 4.56: unsupported")
+
+
+def _triton_3() -> bool:
+    if importlib.util.find_spec("triton") is None:
+        return False
+    from importlib.metadata import version
+
+    return int(version("triton").split(".")[0]) >= 3
+
+
+#: The lean Llama's kernels are written for Triton 3 (torch 2.4 on); torch 2.2's Triton 2.2 cannot build them, and
+#: the agent then uses its torch ops (it checks its kernels before it uses them).
+needs_triton = pytest.mark.skipif(not _triton_3(), reason="Triton 3 is not installed (CUDA machines, torch >= 2.4)")
 
 
 def agent_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:

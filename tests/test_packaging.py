@@ -45,3 +45,37 @@ def test_every_package_in_the_tree_is_in_the_wheel() -> None:
         for init in (ROOT / top).rglob("__init__.py")
     }
     assert found <= listed, f"missing from [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def test_the_wheel_the_readme_installs_works_outside_the_checkout(tmp_path: Path) -> None:
+    """README's install line, `pip wheel .` then `pip install dist/flopfleet-*.whl`, from a copy of the tree (the
+    build writes beside the sources), installed apart from this checkout: both CLIs start, templates and data come."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True,
+                           check=True, cwd=ROOT).stdout.split()  # fmt: skip
+    source = tmp_path / "source"
+    for name in files:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((ROOT / name).read_bytes())
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
+                   check=True, capture_output=True, cwd=tmp_path)  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("flopfleet-*.whl")
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)], check=True,
+                   capture_output=True)  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)}  # dependencies from this venv
+
+    def installed(command: str, *args: str) -> str:
+        done = subprocess.run([str(site / "bin" / command), *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert installed("flopfleet-agent", "version").strip() == installed("flopfleet-collector", "version").strip()
+    where = subprocess.run([sys.executable, "-c", "import agent, collector; print(agent.__file__, collector.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, check=True).stdout  # fmt: skip
+    assert where.count(str(site)) == 2, where  # the wheel's code, not this checkout's
+    db = str(tmp_path / "db.duckdb")
+    assert "figures for" in installed("flopfleet-collector", "import-reference", "--db", db)  # the bundled table
+    assert installed("flopfleet-collector", "report", "--db", db, "--format", "html").startswith("<!doctype html>")

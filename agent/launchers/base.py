@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schemas import Gpu, Result
+from schemas.timeline import ProcessTimes
 
 from ..benchmarks import AnyBenchmark, Benchmark, Case
 from ..cases import Measured, failed_result, finish_case
@@ -29,18 +30,25 @@ class Job:
 
 @dataclass
 class Finisher:
-    """Turns what was measured into a result in the agent's process, which holds the monitor and the GPU records."""
+    """Turns what was measured into a result in the agent's process, which holds the monitor and the GPU records;
+    with ``origin`` (the agent's start, on time.monotonic) each result says when it was handed over and came back."""
 
     monitor: Monitor
     gpus: dict[int, Gpu]
     deadline: float | None = None
+    origin: float | None = None
 
     def now(self) -> float:
         return self.monitor.now()
 
     def __call__(self, job: Job, measured: Measured, started: float) -> Result:
         gpu = self.gpus.get(job.target.index) if job.target.index is not None else None
-        return finish_case(job.bench, job.case, job.target, measured, self.monitor, gpu, started)
+        result = finish_case(job.bench, job.case, job.target, measured, self.monitor, gpu, started)
+        if self.origin is None:
+            return result
+        finished = time.monotonic() - self.origin
+        handed = max(finished - (self.now() - started), 0.0)
+        return result.model_copy(update={"started_s": handed, "finished_s": finished})
 
     def spent(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -101,3 +109,18 @@ class DeviceLauncher(Protocol):
         """Get ready early (start measuring processes importing ``warm``), before the agent imports torch."""
 
     def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]: ...
+
+    def processes(self, origin: float) -> list[ProcessTimes]:
+        """The measuring processes it started, their moments in seconds from ``origin`` (none for the agent's own)."""
+        ...
+
+
+def process_times(name: str, times: dict[str, float | None], origin: float, modules: tuple[str, ...]) -> ProcessTimes:
+    """A process's moments (time.monotonic) as seconds from ``origin``; one before it (never, but clocks) is 0."""
+
+    def since(key: str) -> float | None:
+        at = times.get(key)
+        return None if at is None else max(at - origin, 0.0)
+
+    return ProcessTimes(name=name, started_s=since("started") or 0.0, imported_s=since("imported"),
+                        ready_s=since("ready"), stopped_s=since("stopped"), modules=modules[:32])  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -68,14 +69,16 @@ def warm(modules: list[str]) -> None:
             continue
 
 
-def serve(inbox: Connection, outbox: Connection) -> None:
+def serve(inbox: Connection, outbox: Connection, imported: float | None = None) -> None:
+    """Set up on the device the first message names, say so (with when the imports ended and when the device was
+    ready, on the system's monotonic clock, which the parent shares), then measure each case sent."""
     _, target, policy = inbox.recv()
     import torch
 
     select(target)
     ctx = CaseContext(target, policy)
     torch.zeros(1, device=target.torch_device()).item()
-    outbox.send(("ready",))
+    outbox.send(("ready", imported, time.monotonic()))
     benches: dict[int, Any] = {}
     previous = None
     while True:
@@ -107,7 +110,8 @@ def main(argv: list[str]) -> None:
     refuse_unused_imports()
     load_plugins(os.environ)  # the parent's plugins, so that what they change holds here too
     warm([m for m in argv[3].split(",") if m] if len(argv) > 3 else [])
-    serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False))
+    imported = time.monotonic()
+    serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False), imported)
 
 
 if __name__ == "__main__":

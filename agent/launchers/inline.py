@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas import Result
+from schemas.timeline import ProcessTimes
 
 from ..benchmarks import Benchmark
 from ..cases import CaseContext, measure_case, select
@@ -21,6 +22,10 @@ class InlineLauncher:
 
     def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
         """Nothing to start: the cases run here."""
+
+    def processes(self, origin: float) -> list[ProcessTimes]:
+        """None: the cases run in the agent's own process."""
+        return []
 
     def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]:
         results: list[Result] = []

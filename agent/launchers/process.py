@@ -18,17 +18,19 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from schemas import Result
+from schemas.timeline import ProcessTimes
 
 from ..cases import Measured
 from ..errors import ChildGone
 from ..target import Target
 from ..timing import TimingPolicy
-from .base import Finisher, Job, Progress
+from .base import Finisher, Job, Progress, process_times
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,11 @@ class Child:
 
     def __init__(self, folder: Path, number: int, warm: tuple[str, ...] = ()) -> None:
         self.warm = warm
-        self.log = folder / f"child-{number}.log"
+        self.name = f"child-{number}"
+        self.log = folder / f"{self.name}.log"
+        #: When it was started, had imported, was set up and stopped (time.monotonic; None until then).
+        self.times: dict[str, float | None] = {"started": time.monotonic(), "imported": None, "ready": None,
+                                               "stopped": None}  # fmt: skip
         child_reads, parent_writes = os.pipe()
         parent_reads, child_writes = os.pipe()
         command = [sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes), ",".join(warm)]
@@ -65,7 +71,8 @@ class Child:
     def setup(self, target: Target, policy: TimingPolicy) -> None:
         """Give it its device and wait until it is ready to measure (ChildGone if it does not get there)."""
         self._send(("setup", target, policy))
-        self._receive(START_S, "to start")
+        _, imported, ready = self._receive(START_S, "to start")
+        self.times.update(imported=imported, ready=ready)
 
     def measure(self, job: Job, timeout_s: float) -> tuple[Measured, bool]:
         """What the child measured for ``job``, and whether it must be replaced (a sticky error); ChildGone when
@@ -117,6 +124,8 @@ class Child:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL: a child that must go does go."""
+        if self.times["stopped"] is None:
+            self.times["stopped"] = time.monotonic()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -129,6 +138,7 @@ class Child:
 
     def close(self) -> None:
         """Ask it to finish, then make sure it did."""
+        self.times["stopped"] = time.monotonic()
         try:
             self._inbox.send(("stop",))
             self.proc.wait(timeout=TERM_GRACE_S)
@@ -154,6 +164,7 @@ class ProcessLauncher:
         self._started = 0
         self._lock = threading.Lock()
         self._warm: tuple[str, ...] = ()
+        self._children: list[Child] = []
 
     def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
         """Start ``count`` children now, importing ``warm`` (the modules the run's benchmarks declare).
@@ -172,7 +183,16 @@ class ProcessLauncher:
         with self._lock:
             self._started += 1
             number = self._started
-        return Child(Path(self._folder.name), number, self._warm if warm is None else warm)
+        child = Child(Path(self._folder.name), number, self._warm if warm is None else warm)
+        with self._lock:
+            self._children.append(child)
+        return child
+
+    def processes(self, origin: float) -> list[ProcessTimes]:
+        """Every child this launcher started, its moments in seconds from ``origin`` (time.monotonic)."""
+        with self._lock:
+            children = list(self._children)
+        return [process_times(c.name, c.times, origin, c.warm) for c in children]
 
     def _covers(self, child: Child, needs: tuple[str, ...]) -> bool:
         return set(needs) <= set(child.warm)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..compare import PEAK_CATEGORIES, Comparison
 from ..views import Charts
+from .numbers import size
 from .svg import PALETTE, bar_chart, line_chart, strip_chart
 
 Section = tuple[str, list[str]]
@@ -23,7 +24,7 @@ def colours_of(labels: list[str]) -> Colours:
 def chart_sections(data: Charts) -> list[Section]:
     """(section title, SVGs) in the report's order; a chart with no data is left out."""
     cmp = data.cmp
-    colours = colours_of([c.label for c in cmp.cards if not c.published])
+    colours = colours_of([c.label for c in cmp.cards if c.measured])
     builders: dict[str, Callable[[], Section]] = {
         "matmul": lambda: ("Matrix multiply: TFLOPS against size", [
             line_chart(f"matmul {dtype}", series, x_label="n (square n×n×n)", y_label="TFLOPS", colours=colours)
@@ -35,7 +36,8 @@ def chart_sections(data: Charts) -> list[Section]:
             for title, series in data.layers.items()
         ]),
         "bandwidth": lambda: ("Memory bandwidth against array size", [
-            line_chart(f"memory {op}", series, x_label="bytes per array", y_label="GB/s", colours=colours)
+            line_chart(f"memory {op}", series, x_label="size of each array", y_label="GB/s", colours=colours,
+                       x_tick=size)
             for op, series in data.bandwidth.items()
         ]),
         "training": lambda: ("Training throughput", [_training_chart(cmp)]),
@@ -57,7 +59,7 @@ def chart_sections(data: Charts) -> list[Section]:
 def _peak_chart(data: Charts, colours: Colours) -> str:
     fractions = data.peak
     categories = [label for label, _ in PEAK_CATEGORIES if any(label in f for f in fractions.values())]
-    measured = [c.label for c in data.cmp.cards if not c.published]
+    measured = [c.label for c in data.cmp.cards if c.measured]
     values = {(card, cat): v for card, f in fractions.items() for cat, v in f.items()}
     return bar_chart("best result as a fraction of the datasheet peak", measured, categories, values,
                      y_label="of peak", percent=True)  # fmt: skip
@@ -91,5 +93,7 @@ def collective_charts(data: Charts) -> list[str]:
     charts = []
     for op, lines in data.busbw.items():
         title = f"{op.replace('_', '-')} bus bandwidth"
-        charts.append(line_chart(title, lines, x_label="message bytes", y_label="busbw GB/s", colours=colours))
+        charts.append(
+            line_chart(title, lines, x_label="message size", y_label="busbw GB/s", colours=colours, x_tick=size)
+        )
     return [svg for svg in charts if svg]

@@ -39,6 +39,11 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
         "flopfleet_gpu_peer_ratio", "A GPU's figure over the median of the same model's other GPUs",
         labels=[*GPU_LABELS, "figure"],
     )  # fmt: skip
+    baseline_ratio = GaugeMetricFamily(
+        "flopfleet_gpu_baseline_ratio",
+        "A GPU's figure over its card's baseline (the baseline's GPU count in the label)",
+        labels=[*GPU_LABELS, "figure", "baseline_gpus"],
+    )
     verdict = GaugeMetricFamily(
         "flopfleet_gpu_verdict",
         "1 for a GPU's current verdict (ok, suspect, slow, faulty, unknown)",
@@ -59,6 +64,9 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
             peer_ratio = f.ratio("peers")
             if peer_ratio is not None:
                 ratio.add_metric([*labels, name], peer_ratio)
+            base = next((r for r in f.references if r.name == "baseline"), None)
+            if base is not None and base.value:
+                baseline_ratio.add_metric([*labels, name, str(base.count)], f.value / base.value)
         verdict.add_metric([*labels, v.verdict], 1.0)
         if v.slow_by is not None:
             slow_by.add_metric(labels, v.slow_by)
@@ -79,7 +87,7 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
                 counter.add_metric([*labels, name], float(value))
         if row["xid_count"] is not None:
             xids.add_metric(labels, float(row["xid_count"]))
-    return [figure, ratio, verdict, slow_by, last, counter, xids]
+    return [figure, ratio, baseline_ratio, verdict, slow_by, last, counter, xids]
 
 
 def exposition(data: FleetMetrics) -> bytes:

@@ -1,8 +1,14 @@
-"""Self-contained SVG line charts: no scripts, no fonts or styles from the network."""
+"""Self-contained SVG line charts: no scripts, no fonts or styles from the network.
+
+Labels are never cut: a card's name wraps onto as many lines as it needs (the legend's column, a bar group's slot,
+a strip's row), and the chart grows to hold them.
+"""
 
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Callable
 from html import escape
 
 from ..compare import Series
@@ -12,6 +18,34 @@ from .numbers import number
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 W, H = 640, 360
 LEFT, RIGHT, TOP, BOTTOM = 64, 190, 36, 48
+#: A line of 11-pixel sans-serif text, and the characters that fit in the legend's column (6.2 px each at most).
+LINE_H = 13
+CHAR_W = 6.2
+LEGEND_CHARS = int((RIGHT - 30) / CHAR_W)
+
+
+def _lines(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at spaces (inside a word only where it must)."""
+    return textwrap.wrap(text, max(4, width), break_on_hyphens=False) or [""]
+
+
+def _text(x: float, y: float, lines: list[str], anchor: str = "start") -> str:
+    """One text element of several lines, the first at ``y``."""
+    spans = "".join(
+        f'<tspan x="{x:.1f}" dy="{0 if i == 0 else LINE_H}">{escape(line)}</tspan>' for i, line in enumerate(lines)
+    )
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{spans}</text>'
+
+
+def _legend(entries: list[tuple[str, str]]) -> tuple[list[str], float]:
+    """A swatch and the whole label per (label, colour), right of the plot; the parts and where the legend ends."""
+    out, y = [], float(TOP)
+    for label, colour in entries:
+        lines = _lines(label, LEGEND_CHARS)
+        out.append(f'<rect x="{W - RIGHT + 12}" y="{y:.1f}" width="10" height="10" fill="{colour}"/>')
+        out.append(_text(W - RIGHT + 26, y + 9, lines))
+        y += LINE_H * len(lines) + 2
+    return out, y
 
 
 def _nice_step(span: float, ticks: int = 5) -> float:
@@ -27,11 +61,13 @@ def _fmt(value: float) -> str:
     return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
 
 
-def _frame(title: str, y1: float, step: float, *, percent: bool = False) -> list[str]:
-    """The opening of a chart with a y axis from 0 to ``y1``: the svg element, the title and the grid lines."""
+def _frame(title: str, y1: float, step: float, *, percent: bool = False, height: float = H) -> list[str]:
+    """The opening of a chart with a y axis from 0 to ``y1``: the svg element (``height`` tall, for labels below
+    or beside the plot that need more than ``H``), the title and the grid lines."""
     plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
+    height = math.ceil(max(H, height))
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {height}" width="{W}" height="{height}" '
         f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
         f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
     ]
@@ -46,9 +82,11 @@ def _frame(title: str, y1: float, step: float, *, percent: bool = False) -> list
 
 
 def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, log_x: bool = True,
-               colours: dict[str, str] | None = None) -> str:  # fmt: skip
+               colours: dict[str, str] | None = None, x_tick: Callable[[float], str] | None = None) -> str:  # fmt: skip
     """One line per series; a log2 x axis suits sizes and batches that double; ``colours``: each series' colour
-    by label (the same card the same colour in every chart), else by its place."""
+    by label (the same card the same colour in every chart), else by its place; ``x_tick``: how an x value is
+    written (``numbers.size`` for bytes)."""
+    tick = x_tick or _fmt
     points = [p for s in series for p in s.points if p[0] > 0 or not log_x]
     if not points:
         return ""
@@ -67,9 +105,11 @@ def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, 
     def py(y: float) -> float:
         return TOP + plot_h - y / y1 * plot_h
 
-    out = _frame(title, y1, step)
+    entries = [(s.label, (colours or {}).get(s.label) or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
+    legend, legend_end = _legend(entries)
+    out = _frame(title, y1, step, height=legend_end + 8)
     for x in xs:
-        out.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{_fmt(x)}</text>')
+        out.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{escape(tick(x))}</text>')
     out.append(
         f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#333"/>'
         f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#333"/>'
@@ -77,19 +117,16 @@ def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, 
         f'<text transform="translate(16 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
         f"{escape(y_label)}</text>"
     )
-    for i, s in enumerate(series):
-        color = (colours or {}).get(s.label) or PALETTE[i % len(PALETTE)]
+    for s, (_, color) in zip(series, entries, strict=True):
         pts = sorted(p for p in s.points if p[0] > 0 or not log_x)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
         for x, yv in pts:
             out.append(
                 f'<circle cx="{px(x):.1f}" cy="{py(yv):.1f}" r="3" fill="{color}">'
-                f"<title>{escape(s.label)}: {_fmt(x)} → {number(yv)}</title></circle>"
+                f"<title>{escape(s.label)}: {escape(tick(x))} → {number(yv)}</title></circle>"
             )
-        ly = TOP + 14 * i
-        out.append(f'<rect x="{W - RIGHT + 12}" y="{ly}" width="10" height="10" fill="{color}"/>')
-        out.append(f'<text x="{W - RIGHT + 26}" y="{ly + 9}">{escape(s.label[:30])}</text>')
+    out += legend
     out.append("</svg>")
     return "\n".join(out)
 
@@ -110,7 +147,11 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
     def py(y: float) -> float:
         return TOP + plot_h - y / y1 * plot_h
 
-    out = _frame(title, y1, step, percent=percent)
+    names = [_lines(group, int(slot / CHAR_W)) for group in groups]
+    entries = [(bar, PALETTE[bi % len(PALETTE)]) for bi, bar in enumerate(bars)] if len(bars) > 1 else []
+    legend, legend_end = _legend(entries)
+    below = TOP + plot_h + 16 + LINE_H * (max(map(len, names)) - 1) + 12
+    out = _frame(title, y1, step, percent=percent, height=max(below, legend_end + 8))
     for gi, group in enumerate(groups):
         x0 = LEFT + gi * slot + slot * 0.1
         for bi, bar in enumerate(bars):
@@ -123,22 +164,13 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
                 f'<rect x="{x:.1f}" y="{py(v):.1f}" width="{width * 0.9:.1f}" height="{TOP + plot_h - py(v):.1f}" '
                 f'fill="{PALETTE[bi % len(PALETTE)]}"><title>{escape(group)}, {escape(bar)}: {shown}</title></rect>'
             )
-        out.append(
-            f'<text x="{LEFT + (gi + 0.5) * slot:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">'
-            f"{escape(group[:28])}</text>"
-        )
+        out.append(_text(LEFT + (gi + 0.5) * slot, TOP + plot_h + 16, names[gi], anchor="middle"))
     out.append(
         f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#333"/>'
         f'<text transform="translate(16 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
         f"{escape(y_label)}</text>"
     )
-    if len(bars) > 1:
-        for bi, bar in enumerate(bars):
-            ly = TOP + 14 * bi
-            out.append(
-                f'<rect x="{W - RIGHT + 12}" y="{ly}" width="10" height="10" fill="{PALETTE[bi % len(PALETTE)]}"/>'
-            )
-            out.append(f'<text x="{W - RIGHT + 26}" y="{ly + 9}">{escape(bar[:30])}</text>')
+    out += legend
     out.append("</svg>")
     return "\n".join(out)
 
@@ -152,8 +184,11 @@ def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.1 or max(hi * 0.05, 1.0)
     lo, hi = max(0.0, lo - pad), hi + pad
-    height = TOP + BOTTOM + 28 * len(rows)
     left = 200
+    names = {card: _lines(card, int((left - 24) / CHAR_W)) for card in rows}
+    row_h = {card: max(28, LINE_H * len(lines) + 10) for card, lines in names.items()}
+    base = TOP + sum(row_h.values())
+    height = base + BOTTOM
     plot_w = W - left - 40
 
     def px(x: float) -> float:
@@ -164,17 +199,19 @@ def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label
         f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
         f'<text x="16" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
     ]
+    top = float(TOP)
     for i, (card, points) in enumerate(rows.items()):
-        y = TOP + 14 + 28 * i
-        out.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(card[:32])}</text>')
-        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y}" y2="{y}" stroke="#eee"/>')
+        y = top + row_h[card] / 2
+        top += row_h[card]
+        lines = names[card]
+        out.append(_text(left - 8, y + 4 - LINE_H * (len(lines) - 1) / 2, lines, anchor="end"))
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
         colour = (colours or {}).get(card) or PALETTE[i % len(PALETTE)]
         for device, v in points:
             out.append(
-                f'<circle cx="{px(v):.1f}" cy="{y}" r="4" fill="{colour}" fill-opacity="0.7">'
+                f'<circle cx="{px(v):.1f}" cy="{y:.1f}" r="4" fill="{colour}" fill-opacity="0.7">'
                 f"<title>{escape(device)}: {v:,.1f}</title></circle>"
             )
-    base = TOP + 28 * len(rows)
     for j in range(6):
         x = lo + (hi - lo) * j / 5
         out.append(f'<text x="{px(x):.1f}" y="{base + 16}" text-anchor="middle">{x:,.0f}</text>')

@@ -88,7 +88,7 @@ def _comparison_csv(cmp: Comparison, name: str) -> Response:
 @router.get("/cards/{card:name}", response_class=HTMLResponse)
 def card_page(card: str, _: Reader, store: StoreDep) -> HTMLResponse:
     data = views.card(store.reads(), card)
-    return _page("card.html", card=data.card, cmp=data.cmp, verdicts=data.verdicts,
+    return _page("card.html", card=data.card, cmp=data.cmp, verdicts=data.verdicts, baselines=data.baselines,
                  chart_sections=chart_sections(data.charts), changes=data.changes)  # fmt: skip
 
 

@@ -23,14 +23,17 @@ MOST_UUIDS = 256
 router = APIRouter(tags=["reports"])
 
 
+BaselinesQuery = Annotated[bool, Query(description="Each card's baseline as a column beside it.")]
+
+
 @router.get("/report", response_class=HTMLResponse)
-def report_page(_: Reader, store: StoreDep) -> HTMLResponse:
-    return HTMLResponse(build_report(store.reads(), "html"))
+def report_page(_: Reader, store: StoreDep, baselines: BaselinesQuery = False) -> HTMLResponse:
+    return HTMLResponse(build_report(store.reads(), "html", baselines=baselines))
 
 
 @router.get("/report.md", response_class=PlainTextResponse)
-def report_markdown(_: Reader, store: StoreDep) -> PlainTextResponse:
-    return PlainTextResponse(build_report(store.reads(), "md"), media_type="text/markdown")
+def report_markdown(_: Reader, store: StoreDep, baselines: BaselinesQuery = False) -> PlainTextResponse:
+    return PlainTextResponse(build_report(store.reads(), "md", baselines=baselines), media_type="text/markdown")
 
 
 @router.get("/api/v1/schema")

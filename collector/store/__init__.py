@@ -1,10 +1,15 @@
-"""The DuckDB store: the only writer and owner of the tables (``core``), the summaries kept at ingest
+"""The DuckDB store: the only writer and owner of the tables (``core``: the store; ``commits``: group commit;
+``refresher``: figures and summaries after commits; ``schedule``: the writer's other chores; ``layout``: the file,
+its tables and migrations; ``failure``: storage failures; ``retention``: the archive), the summaries kept at ingest
 (``aggregates``) and the named queries every page and report reads (``reads``)."""
 
 from __future__ import annotations
 
 from .aggregates import DDL as _SUMMARIES
-from .core import DB_VERSION, DERIVED_TABLES, SIDE_TABLES, STORAGE_ERRORS, StorageFailure, Store, Stored, connect
+from .commits import Stored
+from .core import Store
+from .failure import STORAGE_ERRORS, StorageFailure
+from .layout import DB_VERSION, DERIVED_TABLES, SIDE_TABLES, connect
 from .reads import Reads
 
 #: The summaries kept at ingest, queryable like any table (``docs/architecture.md``).

@@ -223,13 +223,17 @@ _POINTS = f"""
     SELECT run_id, gpu_index, 'matmul' AS chart, dtype AS series, CAST(n AS DOUBLE) AS x, tflops AS value
     FROM new_results WHERE benchmark = 'matmul' AND m = n AND n = k AND tflops IS NOT NULL AND {TRUSTED}
     UNION ALL
-    SELECT run_id, gpu_index, 'layer', block || ' ' || mode || ' seq ' || seq_len, batch, tflops
+    SELECT run_id, gpu_index, 'layer',
+           block || ' ' || mode || ' seq ' || seq_len
+               || CASE WHEN attn_implementation = 'eager' THEN ', eager' ELSE '' END, batch, tflops
     FROM new_results WHERE benchmark = 'layer' AND dtype = 'fp16' AND tflops IS NOT NULL AND {TRUSTED}
     UNION ALL
     SELECT run_id, gpu_index, 'bandwidth', op, elements * 4, gbps
     FROM new_results WHERE benchmark = 'bandwidth' AND gbps IS NOT NULL AND {TRUSTED}
     UNION ALL
-    SELECT run_id, gpu_index, 'decode', model || ', ' || seq_len || ' positions', batch, tokens_per_s
+    SELECT run_id, gpu_index, 'decode',
+           model || ', ' || seq_len || ' positions'
+               || CASE WHEN implementation = 'torch' THEN ', plain torch' ELSE '' END, batch, tokens_per_s
     FROM new_results WHERE benchmark = 'inference' AND phase = 'decode' AND tokens_per_s IS NOT NULL AND {TRUSTED}
 """
 #: The card of each new run's first GPU: the card a machine-wide result is labelled with.

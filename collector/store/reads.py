@@ -7,10 +7,14 @@ to make and for one request or command.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import duckdb
 
+from schemas.environment import SLOWDOWN_REASONS
+
+from ..errors import BadRequest
 from ..tables import COUNTERS
 
 Row = tuple[Any, ...]
@@ -58,10 +62,10 @@ class Reads:
 
     def reference_cards(self) -> list[Row]:
         """(card, source) of each card with published figures."""
-        return self._rows("SELECT card, any_value(source) FROM reference_values GROUP BY card ORDER BY card")
+        return self._rows("SELECT card, any_value(source) FROM reference GROUP BY card ORDER BY card")
 
     def reference_values(self) -> list[Row]:
-        return self._rows("SELECT card, metric, value FROM reference_values")
+        return self._rows("SELECT card, metric, value FROM reference")
 
     def prices(self) -> list[Row]:
         return self._rows("SELECT model, price_usd FROM prices ORDER BY model")
@@ -133,18 +137,21 @@ class Reads:
 
     def health_devices(self, model: str | None = None) -> list[dict[str, Any]]:
         """Each agent-measured GPU's latest run and state (of one model, or all)."""
-        where = " AND gpu_model = ?" if model else ""
+        where = " AND d.gpu_model = ?" if model else ""
         return self._dicts(
-            f"SELECT * FROM device_latest WHERE gpu_name IS NOT NULL AND source = 'agent'{where}",
+            "SELECT d.*, r.transformers FROM device_latest d JOIN runs r USING (run_id) "
+            f"WHERE d.gpu_name IS NOT NULL AND d.source = 'agent'{where}",
             [model] if model else [],
         )
 
     def health_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
-        """(device, figure, value, peak fraction, SM clock) from each GPU's latest run that measured the figure."""
-        where = " AND gpu_model = ?" if model else ""
+        """(device, figure, value, peak fraction, SM clock, suite) from each GPU's latest run that measured the
+        figure."""
+        where = " AND l.gpu_model = ?" if model else ""
         return self._rows(
-            "SELECT device_id, figure, value, peak_fraction, sm_clock_mhz FROM latest_figures WHERE source = 'agent' "
-            f"AND gpu_name IS NOT NULL AND figure IN (SELECT unnest(?::VARCHAR[])){where}",
+            "SELECT l.device_id, l.figure, l.value, l.peak_fraction, l.sm_clock_mhz, r.suite FROM latest_figures l "
+            "JOIN runs r USING (run_id) WHERE l.source = 'agent' AND l.gpu_name IS NOT NULL "
+            f"AND l.figure IN (SELECT unnest(?::VARCHAR[])){where}",
             [figures, *([model] if model else [])],
         )
 
@@ -189,6 +196,76 @@ class Reads:
                 FROM device_latest d JOIN gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
                 WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL{where}""",
             [model] if model else [],
+        )
+
+    # -- baselines ---------------------------------------------------------------------------------------------
+
+    def baselines(self) -> list[Row]:
+        """(bundle JSON, origin) of every stored baseline, bundled ones included."""
+        return self._rows("SELECT bundle, origin FROM baselines ORDER BY origin, imported_at, id")
+
+    def baseline_list(self) -> list[dict[str, Any]]:
+        """Each stored baseline with its cards, figures, GPUs and runs at a glance."""
+        return self._dicts(
+            """SELECT b.id, b.name, b.origin, b.collector, b.exported_at, b.imported_at, b.figures_version,
+                      list(DISTINCT f.card ORDER BY f.card) AS cards, list(DISTINCT f.suite ORDER BY f.suite) AS suites,
+                      any_value(f.kind) AS kind, count(f.figure) AS figures, max(f.gpus) AS gpus, max(f.runs) AS runs,
+                      min(f.first_day) AS first_day, max(f.last_day) AS last_day
+               FROM baselines b LEFT JOIN baseline_figures f ON f.baseline_id = b.id
+               GROUP BY ALL ORDER BY b.origin DESC, b.imported_at, b.id"""
+        )
+
+    def baseline_measurements(
+        self,
+        model: str | None = None,
+        since: object = None,
+        tags: dict[str, str] | None = None,
+        suite: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every figure value of agent-measured GPUs in healthy conditions (no other process on the GPU, no thermal or
+        hardware slowdown, no result flagged busy, throttled, wrong or above the datasheet), with its card, suite,
+        date and software: what a baseline is built from. ``model``: a regular expression matched against the card
+        (case-insensitive); ``since``: runs started then or later; ``tags``: runs carrying each of them."""
+        where: list[str] = []
+        params: list[object] = []
+        if model:
+            try:
+                re.compile(model)
+            except re.error as exc:
+                raise BadRequest(f"model {model!r} is not a regular expression: {exc}") from None
+            where.append("regexp_matches(d.card, ?, 'i')")
+            params.append(model)
+        if since is not None:
+            where.append("d.started_at >= ?")
+            params.append(since)
+        if suite:
+            where.append("r.suite = ?")
+            params.append(suite)
+        for key, value in (tags or {}).items():
+            where.append("json_extract_string(r.tags, ?) = ?")
+            params += ['$."' + key.replace('"', "") + '"', value]
+        extra = "".join(f" AND {w}" for w in where)
+        slowdowns = ", ".join(f"'{r}'" for r in sorted(SLOWDOWN_REASONS))
+        try:
+            return self._query_measurements(slowdowns, extra, params)
+        except duckdb.InvalidInputException as exc:  # a model pattern RE2 cannot read
+            raise BadRequest(f"model {model!r} is not a regular expression: {str(exc).splitlines()[0]}") from None
+
+    def _query_measurements(self, slowdowns: str, extra: str, params: list[object]) -> list[dict[str, Any]]:
+        return self._dicts(
+            f"""SELECT d.card, d.gpu_name, d.device_id, r.suite, f.figure, f.value, d.started_at, d.driver, d.cuda,
+                       d.torch, r.transformers
+                FROM figures f
+                JOIN device_runs d ON d.run_id = f.run_id AND d.gpu_index IS NOT DISTINCT FROM f.gpu_index
+                JOIN runs r ON r.run_id = f.run_id
+                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND coalesce(d.other_processes, 0) = 0
+                  AND NOT list_has_any(coalesce(d.throttle_reasons_seen, []), [{slowdowns}])
+                  AND NOT EXISTS (SELECT 1 FROM results x WHERE x.run_id = f.run_id
+                                  AND x.gpu_index IS NOT DISTINCT FROM f.gpu_index
+                                  AND list_has_any(coalesce(x.flags, []), ['busy', 'throttled', 'above_peak',
+                                                                          'wrong_result'])){extra}
+                ORDER BY d.card, f.figure, d.device_id, d.started_at""",
+            params,
         )
 
     # -- multi-GPU machines ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from agent.suites import QUICK, SUITES, suite
 from agent.target import cpu_target
 from agent.timing import BurstPolicy
 from schemas import Result
+from tests.conftest import needs_inference, transformers_at_least
 
 POLICY = replace(QUICK.policy, max_time_s=0.02, min_time_s=0.0)
 
@@ -160,17 +161,6 @@ def test_suites_cover_the_families() -> None:
     assert "matmul" not in [b.NAME for b in suite("quick").benchmarks(skip=("matmul",))]
 
 
-def _transformers_at_least(version: str) -> bool:
-    import transformers
-    from packaging.version import Version
-
-    return Version(transformers.__version__) >= Version(version)
-
-
-#: The inference family drives transformers' AttentionInterface (4.48) and StaticCache as 4.56 made it; before, its
-#: cases say `unsupported` with the reason (the last test here, which runs on such a release: make test-oldest).
-needs_inference = pytest.mark.skipif(not _transformers_at_least("4.56"), reason="transformers < 4.56: unsupported")
-
 TINY_LLAMA = InferenceGrid(prefill=((1, 16), (2, 32)), decode_batches=(1, 3), context=48, models=("llama-tiny",))
 
 
@@ -288,7 +278,7 @@ def test_a_decode_step_and_a_prefill_never_wait_for_the_device() -> None:
     assert seen and not waits & set(seen), sorted(waits & set(seen))
 
 
-@pytest.mark.skipif(_transformers_at_least("4.56"), reason="this transformers runs the inference family")
+@pytest.mark.skipif(transformers_at_least("4.56"), reason="this transformers runs the inference family")
 def test_inference_is_unsupported_with_the_reason_on_older_transformers() -> None:
     results = run(InferenceBenchmark(TINY_LLAMA))
     assert results and {r.status for r in results} == {"unsupported"}

@@ -71,7 +71,7 @@ def test_a_lone_gpu_is_held_to_its_floor_and_an_unknown_one_is_unknown() -> None
     (lone,) = judge_locally([_machine([200.0])])
     assert lone.level is Level.suspect and "below its model's floor 346" in lone.reasons[0]
     (odd,) = judge_locally([_machine([50.0], name="Imaginary GPU 9000")])
-    assert odd.level is Level.unknown and "no bundled floor for Imaginary GPU 9000" in odd.reasons[0]
+    assert odd.level is Level.unknown and "no baseline or bundled floor for Imaginary GPU 9000" in odd.reasons[0]
 
 
 def test_a_counter_makes_a_fast_gpu_faulty() -> None:

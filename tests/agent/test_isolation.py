@@ -121,7 +121,9 @@ def test_the_measuring_child_answers_over_its_pipes_and_prints_nowhere_else(tmp_
     target = cpu_target()
     bench = MatmulBenchmark(MatmulGrid(sizes=(64, 128), dtypes=("fp32",)))
     inbox.send(("setup", target, TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.001, max_time_s=0.01)))
-    assert outbox.poll(60) and outbox.recv() == ("ready",)
+    assert outbox.poll(60)
+    ready, imported, set_up = outbox.recv()
+    assert ready == "ready" and imported <= set_up <= time.monotonic()  # the parent's clock: one monotonic clock
     inbox.send(("bench", 1, bench))
     for case in bench.cases(target):
         inbox.send(("case", 1, case))

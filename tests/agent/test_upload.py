@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
+import pytest
+
 from agent.config import UploadConfig, default_spool_dir
+from agent.errors import ConfigError
 from agent.spool import spooled
 from agent.upload import backoff, deliver, new_client, push
+from tests.conftest import agent_cli
 from tests.factories import make_run, matmul
 from tests.servers import Collector
 
@@ -101,3 +106,46 @@ def test_a_spool_that_cannot_be_written_is_a_failure_that_says_both_reasons(tmp_
     assert (delivery.status, delivery.path) == ("failed", None)
     assert "could not be reached" in delivery.detail
     assert "the run could not be written to the spool at" in delivery.detail and "Not a directory" in delivery.detail
+
+
+BAD_URLS = {
+    "http://[::1": "Invalid IPv6 URL",  # httpx would raise InvalidURL only once the run was measured
+    "http://exa mple": "a space",  # a host that cannot exist: the run would wait in the spool forever
+    "http://h:99999": "Port out of range",
+    "http://a..b:8000": "not a host name",
+    "ftp://h": "not http or https",
+    "http://user:secret@h": "credentials",
+    "http://h/?x=1": "no query",
+}
+
+
+def test_collector_urls_are_parsed_whole() -> None:
+    for url, why in BAD_URLS.items():
+        with pytest.raises(ConfigError, match=re.escape(why)):
+            UploadConfig(collector_url=url)
+    for url in ("http://127.0.0.1:8000", "https://collector.example.org/flopfleet/", "http://[::1]:8000",
+                "http://flopfleet_collector:8000", "http://ünï.example"):  # fmt: skip
+        assert UploadConfig(collector_url=url).collector_url == url
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://exa mple"])
+def test_a_bad_collector_url_measures_nothing_and_loses_nothing(url: str, tmp_path: Path) -> None:
+    out, spool = tmp_path / "run.json", tmp_path / "spool"
+    done = agent_cli("run", "--suite", "quick", "--device", "cpu", "-q", "--collector", url,
+                     "--output", str(out), "--spool-dir", str(spool))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"error: --collector {url!r} is not an http(s) URL"), done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""  # refused before the suite: no summary
+    assert not out.exists() and spooled(spool) == []
+
+
+def test_any_error_while_sending_leaves_the_run_in_the_spool(tmp_path: Path) -> None:
+    run = make_run([matmul(64, "fp32", 1.0)])
+    config = UploadConfig(collector_url=_closed_port(), spool_dir=tmp_path / "spool", retries=0)
+    client = new_client()
+    client.close()  # a real client that raises RuntimeError, not a transport error, on every request
+    delivery = deliver(run, config, client, sleep=_no_sleep)
+    assert delivery.status == "spooled" and "sending failed (RuntimeError: " in delivery.detail, delivery
+    (kept,) = push(config, client, sleep=_no_sleep)
+    assert (kept.status, kept.detail) == ("spooled", delivery.detail)
+    assert spooled(config.spool_dir) == [delivery.path]

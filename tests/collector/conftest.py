@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,3 +40,15 @@ class Answer:
 def query(store: object, sql: str) -> Answer:
     """``sql`` through the store's guarded read path, the way a SQL user's query goes."""
     return Answer(store.sql(sql, max_rows=1_000_000).rows)  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def held_open(db: Path) -> Iterator[None]:
+    """``db`` opened for writing by another process, as a running collector holds it, while the block runs."""
+    script = f"import duckdb, time; c = duckdb.connect({str(db)!r}); print('ok', flush=True); time.sleep(60)"
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
+            yield
+        finally:
+            holder.kill()

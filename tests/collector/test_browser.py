@@ -75,3 +75,24 @@ def test_sql_console_runs_a_query_and_shows_rows(browser: object, site: Collecto
     assert rows == 8  # four measured cards, bf16 and fp16 each
     assert page.locator("#sql-result thead th").all_inner_texts() == ["card", "dtype", "best"]  # type: ignore[attr-defined]
     assert problems == []
+
+
+def test_chart_labels_stay_inside_their_charts_and_whole(browser: object, site: Collector) -> None:
+    """Measured by the browser's own layout: no legend, group or axis label runs past its chart's edge."""
+    page, problems = _open(browser, f"{site.url}/report")
+    boxes = page.evaluate("""() => [...document.querySelectorAll('svg')].flatMap(svg => {
+        const view = svg.viewBox.baseVal;
+        return [...svg.querySelectorAll('text:not([transform])')].map(t => {
+            const b = t.getBBox();
+            const lines = [...t.querySelectorAll('tspan')].map(s => s.textContent);
+            const text = lines.length ? lines.join(' ') : t.textContent;
+            return [text, b.x, b.y + b.height, b.x + b.width, view.width, view.height];
+        });
+    })""")  # type: ignore[attr-defined]
+    outside = [(text, round(right), round(bottom)) for text, left, bottom, right, width, height in boxes
+               if left < -1 or right > width + 1 or bottom > height + 1]  # fmt: skip
+    assert boxes and outside == []
+    texts = {text for text, *_ in boxes}
+    assert SXM in texts  # the whole card name, on as many lines as it needs
+    assert any(text.endswith("MiB") for text in texts)  # the bandwidth charts' sizes
+    assert problems == []

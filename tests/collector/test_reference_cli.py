@@ -29,7 +29,7 @@ def test_import_reference_and_run_files_are_labelled(tmp_path: Path, quick_run_f
     ran = collector_cli("import-reference", "--db", str(db), str(quick_run_file))
     assert ran.returncode == 0 and "as reference" in ran.stdout
     rows = json.loads(collector_cli("sql", "--db", str(db), "--format", "json",
-                                    "SELECT card, source FROM reference WHERE metric = 'matmul_fp16_tflops' "
+                                    "SELECT card, source FROM reference WHERE metric = 'matmul_fp16' "
                                     "ORDER BY card").stdout)["rows"]  # fmt: skip
     assert {r["card"]: r["source"] for r in rows}["L40S"] == "our lab wiki"
     sources = collector_cli("sql", "--db", str(db), "--format", "csv", "SELECT source FROM runs").stdout

@@ -84,11 +84,31 @@ def test_sixteen_agents_posting_hundreds_of_runs(tmp_path: Path) -> None:
     _check_stored(db, runs, acked)
 
 
-def test_a_collector_killed_mid_load_loses_nothing(tmp_path: Path) -> None:
+def _children(pid: int) -> dict[int, str]:
+    """A process's children (Linux /proc) and their command lines."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found[int(child)] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running or sleeping: neither gone nor a zombie waiting for init to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_collector_killed_mid_load_loses_nothing_and_leaves_no_process(tmp_path: Path) -> None:
     db = tmp_path / "db.duckdb"
     token = TokenStore(db).create("fleet")
     runs, acked, errors = _runs(), [], []
-    server = CollectorProcess(db)
+    server = CollectorProcess(db, env={"FLOPFLEET_VALIDATE_WORKERS": "2"})
+    children = _children(server.proc.pid)
+    assert sum("resource_tracker" in c for c in children.values()) == 1, children
+    assert sum("spawn_main" in c for c in children.values()) == 2, children  # the validation workers
     threads = _agents(server.url, token, runs, acked, errors)
     for t in threads:
         t.start()
@@ -96,8 +116,12 @@ def test_a_collector_killed_mid_load_loses_nothing(tmp_path: Path) -> None:
     while len(acked) < CLIENTS * RUNS_EACH // 3:
         assert time.monotonic() < deadline, "load never got going"
         time.sleep(0.01)
-    server.kill()
+    server.kill()  # SIGKILL, as the OOM killer does: the collector cannot stop its workers
     killed_at = len(acked)
+    deadline = time.monotonic() + 5  # the workers see their parent gone, and the resource tracker follows them
+    while (left := [pid for pid in children if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], {pid: children[pid] for pid in left}
     restarted = CollectorProcess(db, port=server.port)
     try:
         for t in threads:

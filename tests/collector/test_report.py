@@ -5,6 +5,7 @@ stored expected output. Regenerate the expected files after an intended change w
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,9 +20,12 @@ from tests.fixture_db import build_fixture_db
 EXPECTED = Path(__file__).with_name("expected")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return build_fixture_db(tmp_path / "fixture.duckdb")
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """One fixture database for the module: every test here only reads it."""
+    built = build_fixture_db(tmp_path_factory.mktemp("report") / "fixture.duckdb")
+    yield built
+    built.close()
 
 
 def _check(name: str, text: str) -> None:

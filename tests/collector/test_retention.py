@@ -3,6 +3,7 @@ the run's JSON stay; a crash between writing a batch and recording it loses and 
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -88,9 +89,9 @@ def test_a_batch_written_but_never_recorded_is_written_again_once(tmp_path: Path
 
 
 def test_the_writer_archives_by_itself_when_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import collector.store.core as core
+    import collector.store.schedule as schedule
 
-    monkeypatch.setattr(core, "ARCHIVE_FIRST_S", 0.5)
+    monkeypatch.setattr(schedule, "ARCHIVE_FIRST_S", 0.5)
     with Store(tmp_path / "db.duckdb", retention_days=30) as store:
         for run in _runs([40, 3]):
             store.add_run(run)
@@ -103,3 +104,45 @@ def test_the_writer_archives_by_itself_when_idle(tmp_path: Path, monkeypatch: py
 def test_archive_without_retention_says_how_to_turn_it_on(tmp_path: Path) -> None:
     with Store(tmp_path / "db.duckdb") as store, pytest.raises(StorageUnavailable, match="RETENTION_DAYS"):
         store.archive()
+
+
+def test_the_writer_archives_while_runs_arrive_steadily(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run every 50 ms never leaves the writer idle for a chore's pause (the old rule archived nothing under such
+    a load): the due runs go in small batches between commits, and the arriving runs are all stored."""
+    import collector.store.retention as retention
+    import collector.store.schedule as schedule
+    from collector.validation import compress, digest
+
+    monkeypatch.setattr(schedule, "ARCHIVE_FIRST_S", 0.5)
+    monkeypatch.setattr(retention, "BATCH_RUNS", 2)
+    with Store(tmp_path / "db.duckdb", retention_days=30) as store:
+        for run in _runs([40, 40, 39, 39, 38]):
+            store.add_run(run)
+        arriving, archived = [], 0
+        deadline = time.monotonic() + 30
+        while archived < 5:
+            assert time.monotonic() < deadline, f"{archived} of 5 archived while {len(arriving)} runs arrived"
+            doc = make_run([matmul(64, "fp32", float(len(arriving) + 1))]).model_dump_json().encode()
+            arriving.append(store.submit(doc, run_id=json.loads(doc)["run_id"], results=1, sha256=digest(doc),
+                                         payload=compress(doc)))  # fmt: skip
+            time.sleep(0.05)
+            archived = query(store, "SELECT count(*) FROM archived_runs").fetchone()[0]  # type: ignore[index]
+        assert all(f.result(30).status == "created" for f in arriving)
+        assert store.schedule.batches >= 3 and store.schedule.archive_s > 0
+
+
+def test_runs_an_older_collector_stored_unnumbered_are_archived_too(tmp_path: Path) -> None:
+    """Files from before commits were numbered hold runs without a commit_seq: they are the oldest, and due."""
+    db = tmp_path / "db.duckdb"
+    runs = _runs([40, 40, 2])
+    with Store(db) as store:
+        for run in runs:
+            store.add_run(run)
+    con = duckdb.connect(str(db))
+    for table in ("runs", "gpus", "results", "gpu_samples"):
+        con.execute(f"UPDATE {table} SET commit_seq = NULL WHERE run_id = ?", [str(runs[0].run_id)])
+    con.close()
+    with Store(db, retention_days=30) as store:
+        assert store.archive() == 2
+        assert query(store, "SELECT count(DISTINCT run_id) FROM results").fetchone() == (1,)
+        assert store.run_payload(str(runs[0].run_id)) == runs[0].model_dump_json()

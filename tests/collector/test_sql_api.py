@@ -32,6 +32,7 @@ HOSTILE = [
     ("CHECKPOINT", 400, "query_refused", "CALL"),
     ("/* hi */ SELECT 1 /* ; DROP TABLE runs */", 200, None, None),
     ("SELEC 1", 400, "query_failed", "parse"),
+    ("SELECT * FROM (" * 600 + "SELECT 1" + ")" * 600, 400, "query_refused", "nests too deeply"),  # was a 500
     ("", 422, "validation_error", "sql"),
 ]
 

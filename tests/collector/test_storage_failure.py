@@ -74,10 +74,12 @@ def _assert_all_stored(url: str, acked: list[str]) -> None:
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 6 MiB filesystem (tmpfs), or a skip saying why one cannot be made here."""
+    """A real 8 MiB filesystem (tmpfs), or a skip saying why one cannot be made here. It must hold a new database
+    (2.1 MB with the bundled baselines) and a checkpoint of it once space is freed: at 6 MiB, once the database grew
+    from 1.3 MB, the checkpoint after recovering failed for want of space (a second failure, not the one tested)."""
     mount = tmp_path / "tiny"
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], capture_output=True,
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True,
                           text=True, check=False)  # fmt: skip
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {made.stderr.strip()}")

@@ -1,0 +1,25 @@
+"""What every ``flopfleet-collector`` command module shares: the consoles, the ``--db`` option, the settings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from .settings import Settings
+
+out = Console()
+err = Console(stderr=True)
+
+DbOpt = Annotated[Path, typer.Option("--db", envvar="FLOPFLEET_DB", help="The DuckDB file.")]
+
+
+def settings_for(db: Path, **flags: object) -> Settings:
+    """Every command's settings: defaults, then FLOPFLEET_<NAME> variables, then its flags."""
+    from .settings import Settings
+
+    return Settings.from_env(os.environ, db=db, **flags)

@@ -1,0 +1,198 @@
+"""The database file: opening it (in use, corrupt or newer files refused, each in its own words), its layout (raw,
+derived, side and summary tables, views) and bringing a file an older collector wrote up to date.
+
+A file is migrated in place when a collector opens it for writing: new tables and nullable columns are added,
+views and figure definitions recreated, and runs stored without summaries (just before a crash, or by an older
+collector) are summarised a batch per transaction. A file written by a newer collector is refused, untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..errors import CollectorError, CorruptDatabase, DatabaseBusy, NewerDatabase, OlderDatabase
+from ..figures import DEFINITIONS_DDL, FIGURES_DDL, definitions_insert
+from ..sqlviews import VIEWS
+from ..tables import TABLES, ddl
+from . import aggregates, baselines, retention
+from .refresher import summarise
+
+log = logging.getLogger(__name__)
+
+#: The layout of the database file; a file written by a newer collector is refused, not misread. 2: the summaries
+#: kept at ingest (``aggregates``), built for older files when they are first opened.
+DB_VERSION = 3  # 3: health_history
+#: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
+DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
+#: Tables that are not flattened from runs: the archive's record, prices for price/performance, and baselines
+#: (published tables among them).
+SIDE_TABLES = {
+    "archived_runs": retention.ARCHIVED_DDL,
+    "prices": """CREATE TABLE IF NOT EXISTS prices (
+        model VARCHAR PRIMARY KEY, price_usd DOUBLE NOT NULL, source VARCHAR, updated_at TIMESTAMPTZ NOT NULL)""",
+    **baselines.DDL,
+}
+#: Runs found without summaries when the file is opened are summarised this many per transaction.
+MIGRATE_RUNS = 2000
+#: What DuckDB says of a file that is not a (whole) DuckDB database.
+_CORRUPT = ("not a valid duckdb database", "corrupt", "could not read enough bytes", "checksum", "serializ")
+#: ... and of a file a newer DuckDB wrote.
+_NEWER_FORMAT = ("version number", "newer version")
+
+
+def connect(path: Path, *, read_only: bool = False, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+    """The file opened, or why not: in use (``DatabaseBusy``), damaged (``CorruptDatabase``), a newer DuckDB's."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only, config=config or {})
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise refusal(path, exc) or CollectorError(f"{path} cannot be opened: {first}") from exc
+
+
+def refusal(path: Path, exc: duckdb.Error) -> CollectorError | None:
+    """The error a user reads for a file DuckDB could not open or read: in use, newer or damaged (None: none of
+    these, an error to keep its traceback)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lowered = text.lower()
+    if "lock" in lowered:
+        return DatabaseBusy(f"{path} is in use by another process (a running collector?): stop it, or use its HTTP API")
+    if any(marker in lowered for marker in _NEWER_FORMAT):
+        return NewerDatabase(f"{path} was written by a newer DuckDB than this collector's ({duckdb.__version__}): "
+                             f"upgrade the collector ({text})")  # fmt: skip
+    if any(marker in lowered for marker in _CORRUPT):
+        return CorruptDatabase(
+            f"{path} is not a readable DuckDB database ({text}): left untouched; restore it from a snapshot, or move "
+            "it away to start a new one"
+        )
+    return None
+
+
+def count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = cur.execute(f"SELECT count(*) FROM {table}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """A read-only store cannot add what a newer collector keeps: say so instead of failing on a missing table."""
+    found = _version(con)
+    if found is not None and found > DB_VERSION:
+        raise _newer(path, found)
+    if found is None or found < DB_VERSION:
+        shown = "none" if found is None else found
+        raise OlderDatabase(
+            f"{path} was written by an older collector (db_version {shown}, this one keeps {DB_VERSION}): "
+            f"open it for writing once, e.g. `flopfleet-collector serve --db {path}`, which brings it up to "
+            "date as it starts"
+        )
+
+
+def _version(cur: duckdb.DuckDBPyConnection) -> int | None:
+    """The file's ``db_version``; None for a new file (or one from before versions were kept)."""
+    if not count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'meta')"):
+        return None
+    row = cur.execute("SELECT value FROM meta WHERE key = 'db_version'").fetchone()
+    return int(row[0]) if row else None
+
+
+def _newer(path: Path, found: int) -> NewerDatabase:
+    return NewerDatabase(
+        f"{path} was written by a newer collector (db_version {found}, this one keeps {DB_VERSION}): left "
+        "untouched; run that collector's version, or a newer one"
+    )
+
+
+def migrate(cur: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """Bring the file up to this collector's layout; the ``commit_seq`` of the next commit."""
+    found = _version(cur)
+    if found is not None and found > DB_VERSION:
+        raise _newer(path, found)  # before anything is written to it
+    cur.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    for table in TABLES:
+        cur.execute(ddl(table))
+        _add_new_columns(cur, table)
+    had_history = count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'health_history')") > 0
+    for sql in _ddl():
+        cur.execute(sql)
+    if not had_history:  # an older collector's database: the verdicts' history from the figures it kept
+        cur.execute(aggregates.HISTORY_BACKFILL)
+    for name, sql in VIEWS.items():
+        cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+    cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
+    cur.executemany(*definitions_insert())
+    baselines.sync_bundled(cur)  # this version's bundled baselines, as its figure definitions
+    baselines.migrate_reference_values(cur)  # published tables an older collector kept apart
+    # Runs without summaries: stored just before a crash (summaries follow commits by a moment), or by an older
+    # collector. Their figures are computed again with them, a batch of runs per transaction.
+    while True:
+        cur.begin()
+        try:
+            unsummarised = {"runs": f"FROM runs ANTI JOIN device_runs USING (run_id) LIMIT {MIGRATE_RUNS}"}
+            unsummarised |= {t: f"FROM {t} SEMI JOIN new_runs USING (run_id)" for t in aggregates.SOURCES[1:]}
+            forget = "DELETE FROM figures WHERE run_id IN (SELECT run_id FROM new_runs)"
+            # Copied, not views: a view of "runs without summaries" would empty itself as the summaries go in.
+            summarise(cur, unsummarised, before=(forget, aggregates.RUN_SUMMARIES_LATE), copy=True)
+            done = count(cur, "new_runs")
+            cur.execute("INSERT OR REPLACE INTO meta VALUES ('db_version', ?)", [str(DB_VERSION)])
+            cur.commit()
+        except BaseException:
+            with suppress(duckdb.Error):
+                cur.rollback()
+            raise
+        if done < MIGRATE_RUNS:
+            break
+        log.info("summarised %d runs stored without summaries; going on", done)
+    row = cur.execute("SELECT max(commit_seq) FROM runs").fetchone()
+    return int(row[0]) + 1 if row and row[0] is not None else 0
+
+
+def _ddl() -> list[str]:
+    return [*DERIVED_TABLES.values(), *SIDE_TABLES.values(), *aggregates.ddl()]
+
+
+def _add_new_columns(cur: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Columns a newer collector added to a table (always nullable): older rows read NULL, as their runs never
+    carried the field."""
+    have = {
+        name
+        for (name,) in cur.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+        ).fetchall()
+    }
+    for column in TABLES[table].columns:
+        if column.name not in have:
+            cur.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sql}")
+
+
+def copy_database(src: duckdb.DuckDBPyConnection, dest: Path) -> Path:
+    """A consistent copy of every table into a new database file at ``dest``, taken while writes go on.
+
+    The copy goes through Arrow into a second DuckDB instance, because the source may have external access off;
+    the reads share one transaction, so the copy is one point in time.
+    """
+    if dest.exists():
+        raise CollectorError(f"{dest} exists; a snapshot never overwrites a file")
+    target = duckdb.connect(str(dest))
+    try:
+        target.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        for table in TABLES:
+            target.execute(ddl(table))
+        for sql in _ddl():
+            target.execute(sql)
+        src.execute("BEGIN TRANSACTION READ ONLY")
+        for table in ("meta", *TABLES, *DERIVED_TABLES, *SIDE_TABLES, *aggregates.DDL):
+            batches = src.sql(f"SELECT * FROM {table}").to_arrow_reader(50_000)
+            target.register("incoming", batches)
+            target.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+            target.unregister("incoming")
+        src.execute("ROLLBACK")
+        for name, sql in VIEWS.items():
+            target.execute(f"CREATE VIEW {name} AS {sql}")
+        target.execute("CHECKPOINT")
+    finally:
+        target.close()
+    return dest

@@ -1,0 +1,179 @@
+"""The warm-up and stopping rules (agent/repeats.py) on series with known answers, and the timer driving them on the
+CPU: a drifting call keeps warming up, a steady one stops once its median is known."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+from agent.repeats import Settling, median_interval, median_known, median_rank, relative_halfwidth
+from agent.timing import Batch, TimingPolicy, measure_cpu, process_started, repeat
+
+
+def _binomial_cdf(n: int, k: int) -> float:
+    return sum(math.comb(n, j) for j in range(k + 1)) / 2**n
+
+
+@pytest.mark.parametrize("n", [1, 5, 6, 8, 9, 20, 100, 999])
+def test_the_median_rank_is_the_largest_whose_interval_covers_95_percent(n: int) -> None:
+    k = median_rank(n)
+    if n < 6:  # [min, max] of 5 covers the median with 93.75 % only
+        assert k is None
+        return
+    assert k is not None
+    assert _binomial_cdf(n, k - 1) <= 0.025 < _binomial_cdf(n, k)
+
+
+def test_the_normal_approximation_takes_over_for_many_samples_without_a_jump() -> None:
+    exact, approximate = median_rank(1000), median_rank(1001)
+    assert exact is not None and approximate is not None and abs(exact - approximate) <= 2
+
+
+def test_the_interval_of_the_median_is_made_of_order_statistics() -> None:
+    samples = [float(x) for x in (9, 1, 8, 2, 7, 3, 6, 4, 5)]  # n = 9: k = 2
+    assert median_interval(samples) == (2.0, 8.0)
+    assert relative_halfwidth(samples) == pytest.approx(3.0 / 5.0)
+    assert median_interval(samples[:5]) is None and relative_halfwidth(samples[:5]) is None
+
+
+def test_the_median_is_known_when_the_repeats_agree_and_not_when_they_scatter() -> None:
+    rng = random.Random(7)
+    tight = [1.0 + rng.gauss(0, 0.001) for _ in range(12)]
+    loose = [1.0 + rng.gauss(0, 0.05) for _ in range(12)]
+    assert median_known(tight, 0.01) and not median_known(loose, 0.01)
+    assert not median_known(tight[:5], 0.01)  # too few for a 95 % interval, however tight
+
+
+def _settle(series: list[float], **kwargs: float) -> tuple[int | None, Settling]:
+    settling = Settling(window_s=kwargs.pop("window_s", 2.5), rel=kwargs.pop("rel", 0.01), agree=3)
+    for i, x in enumerate(series):
+        if settling.add([x]):
+            return i, settling
+    return None, settling
+
+
+def test_a_steady_series_settles_after_three_windows_and_keeps_them() -> None:
+    at, settling = _settle([1.0] * 30)
+    assert at == 8 and settling.steady == [1.0] * 9  # three windows of three repeats
+
+
+def test_a_decaying_series_settles_only_on_its_plateau() -> None:
+    # Clocks falling as a power limit bites: 10 % slower over the first 30 repeats, then flat.
+    series = [1.0 + 0.1 * min(i, 30) / 30 for i in range(60)]
+    at, settling = _settle(series)
+    assert at is not None and at >= 30
+    assert min(settling.steady) >= 1.09
+
+
+def test_a_slow_trend_that_neighbouring_windows_would_pass_keeps_the_warm_up_going() -> None:
+    # 0.6 % per window: two neighbours agree within 1 %, three windows span 1.2 % and do not.
+    series = [1.0 + 0.002 * i for i in range(45)] + [1.09] * 12
+    at, _ = _settle(series)
+    assert at is not None and at >= 45
+
+
+def test_noise_alone_does_not_keep_a_noisy_series_warming_up() -> None:
+    # A GPU at its power limit dithers: 3 % noise, no trend. The tolerance follows the windows' own noise.
+    rng = random.Random(3)
+    at, _ = _settle([1.0 + rng.gauss(0, 0.03) for _ in range(60)])
+    assert at is not None and at < 30
+
+
+def test_windows_hold_at_least_their_time() -> None:
+    settling = Settling(window_s=0.01, rel=0.01, agree=2)
+    settling.add([0.001] * 15)  # 1 ms repeats: a window needs ten of them
+    assert settling.windows == 1
+    long = Settling(window_s=0.01, rel=0.01, agree=2)
+    long.add([0.02, 0.02])  # each repeat is a window by itself
+    assert long.settled and long.windows == 2
+
+
+def _series(values: Iterator[float]) -> Batch:
+    """A batch of repeats whose per-call times are the next values of a series: the timer's rules driven with a
+    known answer (the CPU's own timings on a shared machine are too noisy to hold a drift test to)."""
+
+    def batch(count: int) -> Callable[[], list[float]]:
+        times = [next(values) for _ in range(count)]
+        time.sleep(sum(times))  # as long as the repeats would take: the time limits see the series' time
+        return lambda: times
+
+    return batch
+
+
+SETTLING = TimingPolicy(warmup_s=0.0, min_warmup=1, min_repeats=5, max_repeats=400, min_time_s=0.0, max_time_s=0.2,
+                        target_rel_ci=0.01, settle_rel=0.01, settle_window_s=0.004, settle_windows=3,
+                        max_warmup_s=0.3, batch=4, sync_s=0.004)  # fmt: skip
+
+
+def test_the_warm_up_lasts_until_a_drift_is_over_and_the_plateau_is_measured() -> None:
+    # A call slowing from 0.5 to 1 ms over 100 repeats (clocks falling), then steady at 1 ms.
+    drift = (0.0005 + 0.0005 * min(i, 100) / 100 for i in itertools.count())
+    done = repeat(_series(drift), SETTLING, time.perf_counter(), per_repeat_s=0.001)
+    assert done.settled is True and done.discarded >= 95
+    assert statistics.median(done.samples) == pytest.approx(0.001, rel=0.005)
+
+
+def test_a_drift_that_never_ends_is_unsettled_at_the_limit_and_still_measured() -> None:
+    drift = (0.0005 * 1.004**i for i in itertools.count())  # 0.4 % slower every repeat, 1.6 % a window
+    began = time.perf_counter()
+    done = repeat(_series(drift), SETTLING, began, per_repeat_s=0.001)
+    assert done.settled is False and len(done.samples) >= SETTLING.min_repeats
+    assert done.warmup_end - began >= SETTLING.max_warmup_s
+
+
+def test_a_sustained_rate_warms_up_for_at_least_sustain_s() -> None:
+    policy = replace(SETTLING, sustain_s=0.1).for_sustained()
+    began = time.perf_counter()
+    done = repeat(_series(itertools.repeat(0.001)), policy, began, per_repeat_s=0.001)
+    kept_s = 3 * 4 * 0.001  # the three agreeing windows of four repeats count as measured, not as warm-up
+    assert done.settled is True and done.discarded > 0 and done.warmup_end - began + kept_s >= 0.1
+
+
+def test_without_settling_the_repeats_are_measured_from_the_start() -> None:
+    policy = replace(SETTLING, settle_rel=0.0)
+    done = repeat(_series(itertools.repeat(0.001)), policy, time.perf_counter(), per_repeat_s=0.001)
+    assert done.settled is None and done.discarded == 0 and len(done.samples) >= 6
+
+
+def test_the_cpu_timer_reports_its_phases_and_whether_it_settled() -> None:
+    stats = measure_cpu(lambda: time.sleep(0.001), replace(SETTLING, max_warmup_s=0.5)).stats
+    assert stats.settled is not None and stats.warmup_s is not None and stats.capture_s == 0.0
+    assert stats.warmup_s + 0.001 * stats.repeats <= stats.total_s + 1e-3
+
+
+def test_repetition_stops_once_the_median_is_known() -> None:
+    steady = TimingPolicy(warmup_s=0.0, min_warmup=1, min_repeats=5, max_repeats=10_000, min_time_s=0.0,
+                          max_time_s=2.0, target_rel_ci=0.05)  # fmt: skip
+    began = time.perf_counter()
+    stats = measure_cpu(lambda: time.sleep(0.002), steady).stats
+    assert time.perf_counter() - began < 1.0  # far from the 2 s limit: the interval closed first
+    assert stats.ci_rel is not None and stats.ci_rel <= 0.05 and stats.repeats >= 6
+
+
+def test_policies_with_the_new_rules_are_validated() -> None:
+    with pytest.raises(ValueError, match="settle_windows"):
+        TimingPolicy(settle_rel=0.01, settle_windows=1)
+    with pytest.raises(ValueError, match="sustain_s"):
+        TimingPolicy(sustain_s=2.0, max_warmup_s=1.0)
+    policy = TimingPolicy(sustain_s=0.3, warmup_s=0.02)
+    assert policy.for_sustained().warmup_s == 0.3 and TimingPolicy().for_sustained() == TimingPolicy()
+
+
+def test_the_process_start_is_dated_by_the_kernel_on_the_shared_monotonic_clock() -> None:
+    """A child sleeps before importing the timer: its start is when it was launched, not when it asked."""
+    import subprocess
+    import sys
+
+    code = "import time; time.sleep(0.3); from agent.timing import process_started; print(process_started())"
+    launched = time.monotonic()
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    started = float(printed)
+    assert launched - 0.05 <= started <= launched + 0.25  # the kernel's clock tick is 10 ms; the sleep is after
+    assert process_started() <= time.monotonic()
