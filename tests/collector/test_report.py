@@ -5,8 +5,8 @@ stored expected output. Regenerate the expected files after an intended change w
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 import re
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
