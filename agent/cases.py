@@ -78,6 +78,9 @@ class CaseContext:
     def bursts(self, fn: Callable[[], object], policy: BurstPolicy) -> Timed:
         return self._timer.bursts(fn, policy)
 
+    def rehearse(self, fn: Callable[[], object]) -> bool:
+        return self._timer.rehearse(fn)
+
     def free_memory(self) -> None:
         gc.collect()
         self.target.empty_cache()

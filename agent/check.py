@@ -2,11 +2,12 @@
 node-problem-detector can act on (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; ``schemas.verdicts.EXIT_CODES``).
 
 It measures the ``health`` profile and judges each GPU by the shared rule (``schemas.verdicts``): with a collector,
-the collector judges it (peers of its model across the fleet, its own history, its floor) once the run is posted;
-without one, or when the collector cannot be reached, the agent judges it against this machine's other GPUs of its
-model and its model's bundled floor. A figure that fails once is measured again before the verdict is given
-(``remeasure``): two failing measurements confirm it (``slow``), a good second one clears it. ``from_collector``
-measures nothing and reads this machine's latest verdicts.
+the collector judges it (peers of its model across the fleet, its own history, its card's baseline, its floor) once
+the run is posted; without one, or when the collector cannot be reached, the agent judges it against this machine's
+other GPUs of its model, its card's baseline (bundled, or the file given: ``baselines_for``) and its model's bundled
+floor. A figure that fails once is measured again before the verdict is given (``remeasure``): two failing
+measurements confirm it (``slow``), a good second one clears it. ``from_collector`` measures nothing and reads this
+machine's latest verdicts.
 """
 
 from __future__ import annotations
@@ -306,7 +307,7 @@ def judge_locally(runs: Sequence[RunSubmission], baselines: BaselineIndex | None
                 run_id=str(runs[0].run_id),
                 judged_by="agent",
                 figures=tuple(figure_verdict(j) for j in sorted(judged, key=lambda j: j.figure)),
-                baseline=baseline_summary(baselines, card, default_card, profile.suite),
+                baseline=baseline_summary(baselines, card, default_card, profile.suite, judged),
             )
         )
     if not verdicts:

@@ -6,9 +6,11 @@ adds one by one), and at batch 1 the step is bound by their number, not by the 1
 (docs/results/h200.md, "LLM inference"). Here a layer is a handful of kernels: one RMSNorm, one fused QKV matmul,
 rotary on q and k written into the static KV cache with v, SDPA over the grouped KV heads in place (no
 ``repeat_kv``), the output projection with the residual added by the matmul (``addmm_``), a second RMSNorm, one
-fused gate-up matmul, SiLU times up, the down projection adding the residual. The small operations come from an
-``Ops`` seam: ``TorchOps`` (plain torch: the CPU, and any device) or, on CUDA, ``llama_kernels.TritonOps`` (one
-Triton kernel each).
+fused gate-up matmul, SiLU times up, the down projection adding the residual. Everything but attention comes from
+an ``Ops`` seam (``llama_ops``): ``TorchOps`` (plain torch: the CPU, and any device) or, on CUDA,
+``llama_kernels.TritonOps`` (one Triton kernel per small operation, and at batch 1 each projection one matrix-vector
+kernel with the RMSNorm or SiLU · up before it and the residual after it fused in: five kernels a layer besides
+attention).
 
 Parameters load from (and their layout is derived from) transformers' state dict (``load_transformers``), so the
 path is checked against transformers on the same weights; random weights are drawn as transformers draws them.
@@ -19,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .errors import Unsupported
 from .llama import LlamaShape, native_gqa
+from .llama_ops import Ops, TorchOps
 
 if TYPE_CHECKING:
     import torch
@@ -31,66 +34,6 @@ log = logging.getLogger(__name__)
 IMPLEMENTATIONS = ("sdpa", "eager")
 #: transformers' initializer_range: the spread of its random weights.
 INIT_STD = 0.02
-
-
-class Ops(Protocol):
-    """The small operations of a layer; the matmuls and the attention are torch's in every implementation."""
-
-    name: str
-
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor: ...
-
-    def rotary_into_cache(
-        self, qkv: torch.Tensor, cache: KVCache, layer: int, start: int, heads: int, kv_heads: int
-    ) -> torch.Tensor:
-        """q rotated, as (batch, tokens, heads, head_dim); k rotated and v stored at ``start`` onwards."""
-        ...
-
-    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
-        """SiLU of the first half of the last dimension times the second half."""
-        ...
-
-
-class TorchOps:
-    """The small operations in plain torch, rounded where transformers rounds (its bf16 cos and sin tables)."""
-
-    name = "torch"
-
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        import torch
-
-        fused = getattr(torch.nn.functional, "rms_norm", None)  # torch >= 2.4
-        if fused is not None:
-            out: torch.Tensor = fused(x, (x.shape[-1],), weight, eps)
-            return out
-        wide = x.float()
-        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)
-        return weight * normed.to(x.dtype)
-
-    def rotary_into_cache(
-        self, qkv: torch.Tensor, cache: KVCache, layer: int, start: int, heads: int, kv_heads: int
-    ) -> torch.Tensor:
-        import torch
-
-        batch, tokens, _ = qkv.shape
-        q, k, v = qkv.view(batch, tokens, heads + 2 * kv_heads, -1).split([heads, kv_heads, kv_heads], dim=2)
-        cos = cache.cos[start : start + tokens, None, :]
-        sin = cache.sin[start : start + tokens, None, :]
-
-        def rotate(x: torch.Tensor) -> torch.Tensor:
-            first, second = x.chunk(2, dim=-1)
-            return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
-
-        cache.keys[layer, :batch, start : start + tokens] = rotate(k)
-        cache.values[layer, :batch, start : start + tokens] = v
-        return rotate(q)
-
-    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        gate, up = gate_up.chunk(2, dim=-1)
-        out: torch.Tensor = torch.nn.functional.silu(gate) * up
-        return out
 
 
 @dataclass
@@ -205,15 +148,12 @@ class LeanLlama:
             raise ValueError(f"positions up to {start + n} do not fit a cache of {cache.length}")
         x = torch.nn.functional.embedding(tokens, self.embed).view(batch * n, s.hidden)
         for i, layer in enumerate(self.layers):
-            normed = ops.rms_norm(x, layer["attn_norm"], s.norm_eps)
-            qkv = torch.mm(normed, layer["qkv"].t()).view(batch, n, -1)
+            qkv = ops.norm_linear(x, layer["attn_norm"], s.norm_eps, layer["qkv"]).view(batch, n, -1)
             q = ops.rotary_into_cache(qkv, cache, i, start, s.heads, s.kv_heads)
-            # The residual added by the matmul, in place: an out-of-place addmm first copies its input, which on the
-            # H200 was a device-to-device memcpy per projection (64 per Llama-3-8B step).
-            x.addmm_(self._attend(q, cache, i, batch, start + n), layer["o"].t())
-            gate_up = torch.mm(ops.rms_norm(x, layer["mlp_norm"], s.norm_eps), layer["gate_up"].t())
-            x.addmm_(ops.silu_mul(gate_up), layer["down"].t())
-        logits = torch.mm(ops.rms_norm(x, self.norm, s.norm_eps), self.lm_head.t())
+            ops.linear_add_(x, self._attend(q, cache, i, batch, start + n), layer["o"])
+            gate_up = ops.norm_linear(x, layer["mlp_norm"], s.norm_eps, layer["gate_up"])
+            ops.silu_mul_linear_add_(x, gate_up, layer["down"])
+        logits = ops.norm_linear(x, self.norm, s.norm_eps, self.lm_head)
         return logits.view(batch, n, s.vocab)
 
     def _attend(self, q: torch.Tensor, cache: KVCache, layer: int, batch: int, end: int) -> torch.Tensor:
@@ -295,6 +235,26 @@ def differences(ops: Ops, reference: Ops, shape: LlamaShape, dtype: torch.dtype,
     gate_up = torch.randn(3, 2 * f, device=device, dtype=dtype)
     if far(ops.silu_mul(gate_up), reference.silu_mul(gate_up)):
         wrong.append("silu_mul")
+    # The projections at one row (batch-1 decode, where they may be fused) and at three, at the model's widths, with
+    # 64 and 40 output rows (a multiple of every tile, and of none) standing for the weight's.
+    for rows, outputs in ((1, 64), (1, 40), (3, 40)):
+        one, gated = x[:rows].contiguous(), gate_up[:rows].contiguous()
+        weight = torch.randn(outputs, h, device=device, dtype=dtype)
+        down = torch.randn(outputs, f, device=device, dtype=dtype)
+        where = f"at {rows} row(s) x {outputs}"
+        if far(ops.norm_linear(one, w, shape.norm_eps, weight), reference.norm_linear(one, w, shape.norm_eps, weight)):
+            wrong.append(f"norm_linear {where}")
+        residual = torch.randn(rows, outputs, device=device, dtype=dtype)
+        mine, theirs = residual.clone(), residual.clone()
+        ops.linear_add_(mine, one, weight)
+        reference.linear_add_(theirs, one, weight)
+        if far(mine, theirs):
+            wrong.append(f"linear_add_ {where}")
+        mine, theirs = residual.clone(), residual.clone()
+        ops.silu_mul_linear_add_(mine, gated, down)
+        reference.silu_mul_linear_add_(theirs, gated, down)
+        if far(mine, theirs):
+            wrong.append(f"silu_mul_linear_add_ {where}")
     caches = [kv_cache(dataclasses.replace(shape, layers=1), 2, 8, dtype, device) for _ in range(2)]
     for start, tokens in ((0, 3), (5, 1)):
         qkv = torch.randn(2, tokens, (shape.heads + 2 * shape.kv_heads) * d, device=device, dtype=dtype)

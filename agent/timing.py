@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import torch
 
 Method = Literal["cuda_event", "cuda_graph", "perf_counter"]
+#: The least a CUDA timer zeroes between repeats: triton.testing.do_bench's L2-clearing buffer.
+FLUSH_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,10 @@ class TimingPolicy:
     max_warmup_s: float = 1.0  # with settle_rel: the warm-up ends about here, settled or not (flagged 'unsettled')
     target_rel_ci: float = 0.0  # > 0: stop once the median's 95 % confidence interval is this narrow (relative)
     sustain_s: float = 0.0  # the least warm-up of a case that measures a rate under continuous load (for_sustained)
+    sustain_from_call_s: float = 0.0  # the sustained warm-up is for calls this long or longer (shorter: light loads)
+    unsustained_warmup_s: float | None = None  # the warm-up for_sustained raised (None: it did not)
+    long_call_s: float = 0.0  # > 0: a call this long is a window of its own (for_long_calls)
+    long_repeats: int = 3  # ... and this many of them are enough
 
     def __post_init__(self) -> None:
         if self.min_warmup < 1 or self.min_repeats < 2 or self.max_repeats < self.min_repeats:
@@ -71,6 +77,8 @@ class TimingPolicy:
             raise ValueError("timing needs settle_rel, target_rel_ci >= 0, batch >= 1 and settle_windows >= 2")
         if self.max_warmup_s < max(self.warmup_s, self.sustain_s):
             raise ValueError("timing needs warmup_s and sustain_s <= max_warmup_s")
+        if self.long_call_s < 0 or self.long_repeats < 2:
+            raise ValueError("timing needs long_call_s >= 0 and long_repeats >= 2")
 
     @property
     def settles(self) -> bool:
@@ -79,7 +87,31 @@ class TimingPolicy:
     def for_sustained(self) -> TimingPolicy:
         """This policy for a rate under continuous load (matmul, a training step): at least ``sustain_s`` of
         warm-up, so the power limit's transient is over before anything is timed."""
-        return replace(self, warmup_s=max(self.warmup_s, self.sustain_s)) if self.sustain_s else self
+        if not self.sustain_s or self.unsustained_warmup_s is not None:
+            return self
+        return replace(self, warmup_s=max(self.warmup_s, self.sustain_s), unsustained_warmup_s=self.warmup_s)
+
+    def is_long(self, call_s: float) -> bool:
+        return 0.0 < self.long_call_s <= call_s
+
+    def for_call(self, call_s: float) -> TimingPolicy:
+        """This policy once a call is known to take ``call_s`` on the device: a sustained warm-up only where the
+        call is heavy enough to bring the power limit in (``sustain_from_call_s``: on the H200 a 2048^3 bf16
+        product, 27 us between flushes, kept 1980 MHz, a 4096^3 one, 195 us, was held to 1605-1725 MHz), and
+        ``for_long_calls`` where a call is a window of its own."""
+        policy = self
+        if self.unsustained_warmup_s is not None and call_s < self.sustain_from_call_s:
+            policy = replace(policy, warmup_s=self.unsustained_warmup_s, unsustained_warmup_s=None)
+        return policy.for_long_calls() if policy.is_long(call_s) else policy
+
+    def for_long_calls(self) -> TimingPolicy:
+        """This policy for calls of ``long_call_s`` or more (a prefill of thousands of tokens, a training step, an
+        fp32 product of 16384): each call is continuous load long enough to be a settling window by itself, so one
+        warm-up call (or ``warmup_s`` of them) replaces the windows, and ``long_repeats`` calls are timed. Settling
+        them call by call took 2-3.5 s of warm-up a case on the H200 and still ended unsettled: single calls of a
+        power-capped GPU differ by more than 1 %, and a window of one call has no noise estimate to allow for it."""
+        return replace(self, settle_rel=0.0, min_warmup=1, min_repeats=min(self.min_repeats, self.long_repeats),
+                       max_repeats=max(min(self.max_repeats, self.long_repeats), 2), batch=1)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -237,14 +269,20 @@ def repeat(
 def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
     """perf_counter around each repeat; very short calls are batched so the timer's cost stays out."""
     begin = time.perf_counter()
-    warmup = 0
-    warm_s = 0.0 if policy.settles else policy.warmup_s  # settling counts its own warm-up time
-    while warmup < policy.min_warmup or time.perf_counter() - begin < warm_s:
+    warmup, fastest = 0, math.inf
+    while True:
+        if warmup >= policy.min_warmup:
+            settling = policy.settles and not policy.is_long(fastest)  # settling counts its own warm-up time
+            if settling or time.perf_counter() - begin >= policy.for_call(fastest).warmup_s:
+                break
+        t0 = time.perf_counter()
         fn()
+        fastest = min(fastest, time.perf_counter() - t0) if warmup or policy.min_warmup == 1 else fastest
         warmup += 1
     t0 = time.perf_counter()
     fn()
     one = time.perf_counter() - t0
+    policy = policy.for_call(min(one, fastest))
     calls = max(1, min(1000, math.ceil(50e-6 / max(one, 1e-9)))) if one < 50e-6 else 1
 
     def batch(count: int) -> Callable[[], list[float]]:
@@ -291,6 +329,8 @@ class Timer(Protocol):
 
     def bursts(self, fn: Callable[[], object], bursts: BurstPolicy) -> Timed: ...
 
+    def rehearse(self, fn: Callable[[], object]) -> bool: ...
+
 
 class CpuTimer:
     """``measure_cpu`` and ``bursts_cpu``: there is no cache to flush between repeats and no graph to replay."""
@@ -303,6 +343,10 @@ class CpuTimer:
     def bursts(self, fn: Callable[[], object], bursts: BurstPolicy) -> Timed:
         return bursts_cpu(fn, bursts)
 
+    def rehearse(self, fn: Callable[[], object]) -> bool:
+        """Nothing to prepare ahead on a CPU: a call there is the work itself."""
+        return False
+
 
 class CudaTimer:
     """CUDA-event timing on one device, with an L2 flush buffer sized from the device's cache."""
@@ -312,8 +356,11 @@ class CudaTimer:
 
         self._torch = torch
         self.device = device
-        # Zeroing twice the L2 evicts whatever the previous repeat left there.
-        self._flush_buf = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.float32, device=device)
+        # Zeroing twice the L2 evicts whatever the previous repeat left there; at least 256 MiB, the buffer triton's
+        # do_bench zeroes, so that a product timed call by call sits between the same flushes in both harnesses (the
+        # flush's own memory traffic sets the power a short product starts from: on the H200, 2048^3 read 3 % apart
+        # with a 120 MB flush).
+        self._flush_buf = torch.empty(max(2 * l2_bytes, FLUSH_BYTES) // 4, dtype=torch.float32, device=device)
         self._frame: tuple[float, float] | None = None
 
     def flush(self) -> None:
@@ -342,12 +389,16 @@ class CudaTimer:
         self._torch.cuda.synchronize(self.device)
 
     def _warm(self, fn: Callable[[], object], policy: TimingPolicy) -> tuple[int, float, float]:
-        """Warm-up calls, each timed: the fastest says how long the GPU takes and how long the host took to launch."""
+        """Warm-up calls, each timed: the fastest says how long the GPU takes and how long the host took to launch.
+        After ``min_warmup`` calls, long ones (``is_long``) go on for ``warmup_s``: they are timed without settling."""
         torch = self._torch
         begin, calls = time.perf_counter(), 0
         gpu, host = math.inf, math.inf
-        warm_s = 0.0 if policy.settles else policy.warmup_s  # settling warms up on the timed body instead
-        while calls < policy.min_warmup or time.perf_counter() - begin < warm_s:
+        while True:
+            if calls >= policy.min_warmup:
+                settling = policy.settles and not policy.is_long(gpu)  # settling warms up on the timed body instead
+                if settling or time.perf_counter() - begin >= policy.for_call(gpu).warmup_s:
+                    break
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self._sync()
             start.record()
@@ -390,11 +441,33 @@ class CudaTimer:
         replay: Callable[[], object] = graph.replay
         return replay
 
+    def rehearse(self, fn: Callable[[], object]) -> bool:
+        """Capture one call of ``fn`` into a CUDA graph and drop it: the host does everything a first call does
+        (cuDNN builds its attention graph for a new shape: 75-83 ms a layer cell on the H200, against 2.5-4 ms for
+        a later call), and the GPU runs nothing, so another process can measure meanwhile. Relaxed capture, so
+        that allocations made on the way are allowed; any failure only means nothing was prepared."""
+        torch = self._torch
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream(device=self.device)
+        try:
+            with torch.cuda.stream(side):
+                graph.capture_begin(capture_error_mode="relaxed")
+                try:
+                    fn()
+                finally:
+                    graph.capture_end()
+        except (RuntimeError, NotImplementedError):
+            return False
+        finally:
+            del graph
+        return True
+
     def measure(
         self, fn: Callable[[], object], policy: TimingPolicy, *, flush: bool = True, graphable: bool = True
     ) -> Timed:
         begin = time.perf_counter()
         warmup, gpu_s, host_s = self._warm(fn, policy)
+        policy = policy.for_call(gpu_s)
         launch_bound = host_s > 0.5 * gpu_s
         body: Callable[[], object] = fn
         method: Method = "cuda_event"

@@ -71,7 +71,7 @@ def export_cmd(
             since=day, tags=parse_tags(tag or []), suite=suite,
         )  # fmt: skip
     for why in exported.left_out:
-        err.print(literal(f"left out: {why}"))
+        err.print(literal(f"left out: {why}"), soft_wrap=True)  # a line each, for grep
     if fmt is BaselineFormat.flopfleet:
         files = {"": dump_bundle(exported.bundle)}
     elif fmt is BaselineFormat.superbench:
@@ -81,7 +81,7 @@ def export_cmd(
     _write(files, output)
     b = exported.bundle
     err.print(literal(f"baseline {b.name!r} ({b.id}): {len(b.cards)} card baseline(s), "
-                      f"{sum(len(c.figures) for c in b.cards)} figures"))  # fmt: skip
+                      f"{sum(len(c.figures) for c in b.cards)} figures"), soft_wrap=True)  # fmt: skip
 
 
 def _write(files: dict[str, str], output: Path | None) -> None:
@@ -98,7 +98,7 @@ def _write(files: dict[str, str], output: Path | None) -> None:
     output.mkdir(parents=True, exist_ok=True)
     for filename, text in files.items():
         (output / filename).write_text(text, encoding="utf-8")
-        err.print(literal(f"wrote {output / filename}"))
+        err.print(literal(f"wrote {output / filename}"), soft_wrap=True)
 
 
 @baseline_app.command("import")
@@ -123,7 +123,7 @@ def import_cmd(
         for path, bundle in zip(files, bundles, strict=True):
             status = store.add_baseline(bundle)
             cards = ", ".join(sorted({c.card for c in bundle.cards}))
-            out.print(literal(f"{path}: baseline {bundle.name!r} ({bundle.id}) {status}: {cards}"))
+            out.print(literal(f"{path}: baseline {bundle.name!r} ({bundle.id}) {status}: {cards}"), soft_wrap=True)
 
 
 @baseline_app.command("list")
@@ -164,4 +164,4 @@ def remove_cmd(
     """Remove an imported baseline (bundled ones stay)."""
     with settings_for(db).open_store() as store:
         found, name = store.remove_baseline(ident)
-    out.print(literal(f"removed baseline {name!r} ({found[:12]})"))
+    out.print(literal(f"removed baseline {name!r} ({found[:12]})"), soft_wrap=True)

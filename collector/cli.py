@@ -85,7 +85,11 @@ def serve(
         store.harden(settings.duckdb_memory_limit())
         sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((settings.host, settings.port))
+        try:
+            sock.bind((settings.host, settings.port))
+        except OSError as exc:  # a port in use, an address this machine does not have
+            sock.close()
+            raise CollectorError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
         bound = sock.getsockname()[1]
         server = uvicorn.Server(server_config(create_app(settings, store, close_store=True), settings))
         if port_file is not None:
@@ -188,8 +192,8 @@ def health(
     db: DbOpt = Path("flopfleet.duckdb"),
     fmt: Annotated[HealthFormat, typer.Option("--format", help="A table or JSON.")] = HealthFormat.table,
 ) -> None:
-    """Every GPU against its model's other GPUs, its own history and its model's floor: ok, suspect, slow or
-    faulty, and why."""
+    """Every GPU against its model's other GPUs, its own history, its card's baseline and its model's floor: ok,
+    suspect, slow or faulty, and why."""
     from rich.table import Table
 
     from .health import wire

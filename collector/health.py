@@ -1,5 +1,5 @@
-"""Fleet health: each GPU against its model's other GPUs, its own history and its model's floor, with the likely
-cause of a shortfall and the error counters that say it is broken.
+"""Fleet health: each GPU against its model's other GPUs, its own history, its card's baseline and its model's floor,
+with the likely cause of a shortfall and the error counters that say it is broken.
 
 The rule itself is shared with the agent's ``check`` (``schemas.verdicts``): a figure's latest measurement fails
 when it is more than its threshold below a reference; two failures among its latest three measurements confirm it
@@ -239,7 +239,8 @@ def fleet_health(
         verdicts.append(
             Verdict(
                 device, card, name, str(d["hostname"]), str(d["run_id"]), d["started_at"], d["gpu_index"],
-                level, judged, faults, causes, baseline_summary(baselines, card, default_card, suite),
+                level, judged, faults, causes,
+                baseline_summary(baselines, card, default_card, suite, list(judged.values())),
             )
         )  # fmt: skip
     return sorted(verdicts, key=lambda v: (SEVERITY.index(v.level), -(v.slow_by or 0), v.gpu_model, v.hostname))

@@ -171,13 +171,23 @@ class Reference:
         return "its model's floor"
 
 
-def baseline_summary(baselines: BaselineIndex, card: str, default_card: str | None, suite: str) -> str:
+def baseline_summary(
+    baselines: BaselineIndex,
+    card: str,
+    default_card: str | None,
+    suite: str,
+    judged: Sequence[FigureJudgement] = (),
+) -> str:
     """What a GPU of ``card`` is held against besides peers and history, for its verdict: its card's baseline (the
-    bundle it comes from, on how many GPUs), or that there is none and only the floor remains."""
+    bundle it comes from, on how many GPUs), or that there is none and whether its model's floor (seen in the
+    references of its ``judged`` figures) remains."""
     entries = [baselines.lookup(card, default_card, f, suite)[0] for f in HEALTH_FIGURES]
     found = [e for e in entries if e is not None]
     if not found:
-        return f"no baseline of the {suite} suite for {card}"
+        none = f"no baseline of the {suite} suite for {card}"
+        if any(r.name == "floor" for j in judged for r in j.references):
+            return f"{none}: held against its model's floor instead"
+        return f"{none}, and no floor for its model" if judged else none
     e = max(found, key=lambda x: x.figure.gpus)
     gpus = f"{e.figure.gpus} GPU{'s' if e.figure.gpus != 1 else ''}"
     runs = f"{e.figure.runs} runs"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -78,4 +79,6 @@ def test_the_wheel_the_readme_installs_works_outside_the_checkout(tmp_path: Path
     assert where.count(str(site)) == 2, where  # the wheel's code, not this checkout's
     db = str(tmp_path / "db.duckdb")
     assert "figures for" in installed("flopfleet-collector", "import-reference", "--db", db)  # the bundled table
+    shipped = json.loads(installed("flopfleet-collector", "baseline", "list", "--db", db, "--format", "json"))
+    assert [b["cards"] for b in shipped if b["origin"] == "bundled"] == [["NVIDIA H200 140 GiB · 700 W"]]
     assert installed("flopfleet-collector", "report", "--db", db, "--format", "html").startswith("<!doctype html>")

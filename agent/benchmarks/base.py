@@ -56,6 +56,11 @@ class Context(Protocol):
 
     def bursts(self, fn: Callable[[], object], policy: BurstPolicy) -> Timed: ...
 
+    def rehearse(self, fn: Callable[[], object]) -> bool:
+        """Prepare what ``fn``'s first call prepares (kernel plans) without running it on the device, where the
+        device can (a CUDA graph captured and dropped); whether it did."""
+        ...
+
     def free_memory(self) -> None: ...
 
 
@@ -76,6 +81,15 @@ class BenchmarkBase(ABC, Generic[G]):
         if not isinstance(grid, self.Grid):
             raise TypeError(f"{self.NAME} takes a {self.Grid.__name__}, not {type(grid).__name__}")
         self.grid: G = grid
+
+    def rehearse(self, case: Case, ctx: Context) -> None:
+        """What ``case``'s first call builds, built ahead without running on the device (``Context.rehearse``), by a
+        measuring process waiting while another measures: nothing by default."""
+
+    def warm_for(self, case: Case) -> tuple[str, ...]:
+        """The modules ``case`` imports (``WARM`` for every case unless a family says otherwise): a case that needs
+        none can run in a measuring process that has not imported model code."""
+        return self.WARM
 
     def close(self) -> None:
         """Drop anything kept between cases (built models), so the next benchmark has the memory."""

@@ -15,7 +15,7 @@ so the host's pace of launching kernels is not measured; where capture fails the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from schemas import Flag, InferenceMetrics, InferenceParams
@@ -25,7 +25,6 @@ from .. import llama, llama_torch, models
 from ..errors import Unsupported
 from ..flops import decode_flops, decode_step_bytes, kv_cache_bytes, prefill_flops
 from ..target import Target
-from ..timing import TimingPolicy
 from .base import Benchmark, Case, Context, Outcome
 
 if TYPE_CHECKING:
@@ -67,11 +66,6 @@ def graphable(p: InferenceParams) -> bool:
     return p.phase == "decode" or p.batch * p.seq_len < LONG_PREFILL_TOKENS
 
 
-def long_calls(policy: TimingPolicy) -> TimingPolicy:
-    """A prefill of thousands of tokens takes tenths of a second: one warm-up call and three repeats suffice."""
-    return replace(policy, min_warmup=1, min_repeats=min(policy.min_repeats, 3), batch=min(policy.batch, 3))
-
-
 class InferenceBenchmark(Benchmark[InferenceGrid]):
     NAME = "inference"
     KIND = "inference"
@@ -99,6 +93,11 @@ class InferenceBenchmark(Benchmark[InferenceGrid]):
                 whose = " (plain torch)" if implementation == "torch" else ""
                 cases.append(Case(label=f"{shape.name} {phase} b={batch} {what}{whose}", params=params))
         return cases
+
+    def warm_for(self, case: Case) -> tuple[str, ...]:
+        """The lean path is plain torch (and Triton): transformers' modules are for transformers' model alone."""
+        implementation = getattr(case.params, "implementation", "transformers")
+        return () if implementation == "torch" else self.WARM
 
     def _params(
         self, shape: llama.LlamaShape, dtype: str, phase: str, batch: int, seq: int, implementation: str
@@ -163,15 +162,14 @@ class InferenceBenchmark(Benchmark[InferenceGrid]):
             if p.phase == "prefill":
                 ids = torch.randint(0, shape.vocab, (p.batch, p.seq_len), device=ctx.target.torch_device())
                 call = _lean_prefill(model, ids) if lean else _prefill(model, ids)
-                policy = long_calls(ctx.policy)
             else:
                 decode = llama_torch.LeanDecode(model, p.batch, p.seq_len) if lean else llama.StaticDecode(
                     model, p.batch, p.seq_len)  # fmt: skip
-                call, policy = decode.step, ctx.policy
+                call = decode.step
             try:
                 ctx.target.reset_peak_memory()
                 with models.observe_attention(requested) as ran:
-                    timed = ctx.measure(call, policy=policy, graphable=graphable(p))
+                    timed = ctx.measure(call, graphable=graphable(p))
                 peak_memory = ctx.target.peak_memory_bytes()
             finally:
                 del call

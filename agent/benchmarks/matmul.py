@@ -76,8 +76,9 @@ EACH_CALL_HOST_SHARE = 1.0
 
 
 def sustained(policy: TimingPolicy, each_call: bool) -> TimingPolicy:
-    """The policy a product is timed under: after the warm-up a sustained rate needs (``sustain_s``), and with
-    ``each_call`` a graph only where the host cannot enqueue repeats as fast as the GPU runs them."""
+    """The policy a product is timed under: after the warm-up a sustained rate needs (``sustain_s``, for products
+    heavy enough to bring the power limit in), and with ``each_call`` a graph only where the host cannot enqueue
+    repeats as fast as the GPU runs them."""
     policy = policy.for_sustained()
     return replace(policy, graph_below_s=0.0, graph_host_share=EACH_CALL_HOST_SHARE) if each_call else policy
 

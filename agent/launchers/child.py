@@ -18,6 +18,9 @@ from typing import Any
 from ..cases import CaseContext, Measured, measure_case, select
 from ..plugins import load_plugins
 from ..target import Target
+from ..timing import TimingPolicy
+
+log = logging.getLogger(__name__)
 
 
 def sticky_error(target: Target) -> str:
@@ -69,17 +72,48 @@ def warm(modules: list[str]) -> None:
             continue
 
 
-def serve(inbox: Connection, outbox: Connection, imported: float | None = None) -> None:
-    """Set up on the device the first message names, say so (with when the imports ended and when the device was
-    ready, on the system's monotonic clock, which the parent shares), then measure each case sent."""
-    _, target, policy = inbox.recv()
-    import torch
-
+def rehearse(inbox: Connection, target: Target, policy: TimingPolicy, work: list[tuple[int, Any, Any]],
+             benches: dict[int, Any]) -> CaseContext:  # fmt: skip
+    """While another process measures: each case's first call prepared without running on the device (each
+    benchmark's ``rehearse``), until the parent sends anything, which it does when it needs this process."""
     select(target)
     ctx = CaseContext(target, policy)
+    for key, bench, _ in work:  # every one, rehearsed or not: the parent will not send them again
+        benches.setdefault(key, bench)
+    for key, bench, case in work:
+        if inbox.poll(0):
+            break
+        try:
+            benches[key].rehearse(case, ctx)
+        except Exception:  # only a head start lost: the case itself will say what is wrong, if anything is
+            log.warning("rehearsing %s %s failed; the cases left are not rehearsed", bench.NAME, case.label,
+                        exc_info=True)  # fmt: skip
+            break
+    return ctx
+
+
+def serve(inbox: Connection, outbox: Connection, imported: float | None = None) -> None:
+    """Set up on the device the first message names, say so (with when the imports ended and when the device was
+    ready, on the system's monotonic clock, which the parent shares), then measure each case sent. A ``rehearse``
+    message before that: prepare the cases named while waiting."""
+    benches: dict[int, Any] = {}
+    ctx: CaseContext | None = None
+    message = inbox.recv()
+    if message[0] == "rehearse":
+        _, target, policy, work = message
+        ctx = rehearse(inbox, target, policy, work, benches)
+        message = inbox.recv()
+    if message[0] == "stop":  # a spare that was never needed
+        return
+    _, target, policy = message
+    import torch
+
+    if ctx is None or ctx.target.label != target.label:
+        select(target)
+        ctx = CaseContext(target, policy)
+    ctx.policy = policy
     torch.zeros(1, device=target.torch_device()).item()
     outbox.send(("ready", imported, time.monotonic()))
-    benches: dict[int, Any] = {}
     previous = None
     while True:
         try:
@@ -89,7 +123,7 @@ def serve(inbox: Connection, outbox: Connection, imported: float | None = None) 
         if message[0] == "stop":
             break
         if message[0] == "bench":
-            benches[message[1]] = message[2]
+            benches.setdefault(message[1], message[2])  # one rehearsed already keeps what it built
             continue
         _, key, case = message
         bench = benches[key]
@@ -111,7 +145,9 @@ def main(argv: list[str]) -> None:
     load_plugins(os.environ)  # the parent's plugins, so that what they change holds here too
     warm([m for m in argv[3].split(",") if m] if len(argv) > 3 else [])
     imported = time.monotonic()
-    serve(Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False), imported)
+    inbox, outbox = Connection(int(argv[1]), writable=False), Connection(int(argv[2]), readable=False)
+    outbox.send(("imported", imported))  # the parent may hand this process its cases from now on
+    serve(inbox, outbox, imported)
 
 
 if __name__ == "__main__":

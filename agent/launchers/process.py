@@ -67,10 +67,30 @@ class Child:
         self._outbox = Connection(parent_reads, writable=False)  # what it answers
         self._sent: set[int] = set()
         self.last_cuda_error = ""
+        self.rehearsing = False
+
+    def has_imported(self) -> bool:
+        """Whether it has said its imports are done (without waiting: a child still importing, or gone, has not)."""
+        if self.times["imported"] is None:
+            try:
+                if self._outbox.poll(0):
+                    _, self.times["imported"] = self._outbox.recv()
+            except (EOFError, ConnectionResetError, OSError):
+                return False  # gone: setup finds out why
+        return self.times["imported"] is not None
+
+    def rehearse(self, target: Target, policy: TimingPolicy, jobs: list[Job]) -> None:
+        """Ask it to prepare ``jobs``' first calls on ``target`` while it waits (it stops at the next message)."""
+        work = [(id(job.bench), job.bench, job.case) for job in jobs]
+        self._send(("rehearse", target, policy, work))
+        self._sent.update(key for key, _, _ in work)
+        self.rehearsing = True
 
     def setup(self, target: Target, policy: TimingPolicy) -> None:
         """Give it its device and wait until it is ready to measure (ChildGone if it does not get there)."""
         self._send(("setup", target, policy))
+        if self.times["imported"] is None:
+            _, self.times["imported"] = self._receive(START_S, "to start")
         _, imported, ready = self._receive(START_S, "to start")
         self.times.update(imported=imported, ready=ready)
 
@@ -197,10 +217,27 @@ class ProcessLauncher:
     def _covers(self, child: Child, needs: tuple[str, ...]) -> bool:
         return set(needs) <= set(child.warm)
 
-    def _warm_spare_for(self, needs: tuple[str, ...]) -> bool:
-        """Whether a started spare has imported ``needs`` (so the running child should hand over to it)."""
+    def _warm_spare_for(self, needs: tuple[str, ...], *, imported: bool = False) -> bool:
+        """Whether a started spare imports ``needs`` (so the running child should hand over to it); ``imported``:
+        one that has finished importing them."""
         with self._lock:
-            return any(self._covers(c, needs) for c in self._spares)
+            return any(self._covers(c, needs) and (not imported or c.has_imported()) for c in self._spares)
+
+    def _rehearse_ahead(self, child: Child, jobs: list[Job], needed: list[tuple[str, ...]]) -> None:
+        """Once a spare that imports what ``child`` lacks has imported it, it prepares the first calls of the cases
+        that will be its (the GPU untouched) while ``child`` measures the cases before them."""
+        rest = tuple(dict.fromkeys(m for needs in needed for m in needs))
+        if self._covers(child, rest) or not jobs[0].target.is_gpu:  # on a CPU, preparing would compete with measuring
+            return
+        with self._lock:
+            spare = next((c for c in self._spares if self._covers(c, rest) and not c.rehearsing), None)
+        if spare is None or not spare.has_imported():
+            return
+        theirs = [job for job, needs in zip(jobs, needed, strict=True) if not self._covers(child, needs)]
+        try:
+            spare.rehearse(theirs[0].target, self.policy, theirs)
+        except ChildGone:
+            return  # the swap finds out why
 
     def _child_for(self, target: Target, another_device_next: bool, needs: tuple[str, ...] = ()) -> Child:
         """A started child set up for ``target`` (one that has imported ``needs`` where a spare has); a spare is
@@ -225,26 +262,30 @@ class ProcessLauncher:
         self._folder.cleanup()
 
     def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]:
-        by_target: dict[str, list[Job]] = {}
-        for job in jobs:
-            by_target.setdefault(job.target.label, []).append(job)
+        """Each device's cases, those that import no model code first (they run while a child imports it); the
+        results in the order of ``jobs``."""
+        by_target: dict[str, list[tuple[int, Job]]] = {}
+        for i, job in enumerate(jobs):
+            by_target.setdefault(job.target.label, []).append((i, job))
+        order = {k: sorted(m, key=lambda ij: bool(ij[1].bench.warm_for(ij[1].case))) for k, m in by_target.items()}
+        done: dict[int, Result] = {}
+
+        def device(mine: list[tuple[int, Job]], **kwargs: Any) -> None:
+            results = self._device([j for _, j in mine], finish, progress, **kwargs)
+            done.update(zip((i for i, _ in mine), results, strict=True))
+
         try:
-            devices = list(by_target.values())
+            devices = list(order.values())
             if not self.parallel or len(devices) < 2:
-                return [r for i, mine in enumerate(devices) for r in self._device(mine, finish, progress,
-                                                                                  i + 1 < len(devices))]  # fmt: skip
-            done: dict[str, list[Result]] = {}
-            threads = [
-                threading.Thread(
-                    target=lambda k=k, m=m: done.__setitem__(k, self._device(m, finish, progress, at_once=True))
-                )
-                for k, m in by_target.items()
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            return [r for k in by_target for r in done.get(k, [])]
+                for n, mine in enumerate(devices):
+                    device(mine, another_device_next=n + 1 < len(devices))
+            else:
+                threads = [threading.Thread(target=lambda m=m: device(m, at_once=True)) for m in devices]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+            return [done[i] for i in range(len(jobs)) if i in done]
         finally:
             self.close()
 
@@ -261,15 +302,22 @@ class ProcessLauncher:
         results: list[Result] = []
         child: Child | None = None
         first = True
-        for job in jobs:
+        needed = [job.bench.warm_for(job.case) for job in jobs]
+        for n, job in enumerate(jobs):
             progress.start(job.bench, job.case, job.target.label)
             if finish.spent():
                 result = finish.skipped(job)
             else:
                 started = finish.now()
                 try:
-                    needs = job.bench.WARM
+                    needs = needed[n]
                     swap = child is not None and not self._covers(child, needs) and self._warm_spare_for(needs)
+                    if child is not None and not swap and n and job.bench is not jobs[n - 1].bench:
+                        # A new benchmark: hand over as soon as the child that imported the model code is ready,
+                        # even to cases that need none of it, so the GPU never waits for imports later.
+                        rest = tuple(dict.fromkeys(m for later in needed[n:] for m in later))
+                        if not self._covers(child, rest) and self._warm_spare_for(rest, imported=True):
+                            swap, needs = True, rest
                     if child is not None and swap:
                         child.close()  # its cases are done; the spare that imported the model code goes on
                         child = None
@@ -277,6 +325,7 @@ class ProcessLauncher:
                         # A spare for the next device, once this one has taken the last started child.
                         child = self._child_for(job.target, another_device_next and (first or swap), needs)
                         first = False
+                    self._rehearse_ahead(child, jobs[n:], needed[n:])
                     measured, replace = child.measure(job, self.case_timeout_s)
                     result = finish(job, measured, started)
                     if replace:

@@ -9,6 +9,7 @@ collector) are summarised a batch per transaction. A file written by a newer col
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,9 @@ SIDE_TABLES = {
 }
 #: Runs found without summaries when the file is opened are summarised this many per transaction.
 MIGRATE_RUNS = 2000
-#: What DuckDB says of a file that is not a (whole) DuckDB database.
+#: What DuckDB says of a file another process holds (its own words: a damaged "block" is no "lock")...
+_LOCKED = ("could not set lock", "conflicting lock")
+#: ... of a file that is not a (whole) DuckDB database...
 _CORRUPT = ("not a valid duckdb database", "corrupt", "could not read enough bytes", "checksum", "serializ")
 #: ... and of a file a newer DuckDB wrote.
 _NEWER_FORMAT = ("version number", "newer version")
@@ -58,8 +61,8 @@ def refusal(path: Path, exc: duckdb.Error) -> CollectorError | None:
     """The error a user reads for a file DuckDB could not open or read: in use, newer or damaged (None: none of
     these, an error to keep its traceback)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    lowered = text.lower()
-    if "lock" in lowered:
+    lowered = re.sub(r'"[^"]*"', '""', text).lower()  # DuckDB's words only, not a quoted file name's
+    if any(marker in lowered for marker in _LOCKED):
         return DatabaseBusy(f"{path} is in use by another process (a running collector?): stop it, or use its HTTP API")
     if any(marker in lowered for marker in _NEWER_FORMAT):
         return NewerDatabase(f"{path} was written by a newer DuckDB than this collector's ({duckdb.__version__}): "
@@ -111,20 +114,15 @@ def migrate(cur: duckdb.DuckDBPyConnection, path: Path) -> int:
     found = _version(cur)
     if found is not None and found > DB_VERSION:
         raise _newer(path, found)  # before anything is written to it
-    cur.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-    for table in TABLES:
-        cur.execute(ddl(table))
-        _add_new_columns(cur, table)
-    had_history = count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'health_history')") > 0
-    for sql in _ddl():
-        cur.execute(sql)
-    if not had_history:  # an older collector's database: the verdicts' history from the figures it kept
-        cur.execute(aggregates.HISTORY_BACKFILL)
-    for name, sql in VIEWS.items():
-        cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
-    cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
-    cur.executemany(*definitions_insert())
-    baselines.sync_bundled(cur)  # this version's bundled baselines, as its figure definitions
+    # One transaction: a file whose damage shows only now (a bad block read while migrating) is left as it was.
+    cur.begin()
+    try:
+        _layout(cur)
+        cur.commit()
+    except BaseException:
+        with suppress(duckdb.Error):
+            cur.rollback()
+        raise
     baselines.migrate_reference_values(cur)  # published tables an older collector kept apart
     # Runs without summaries: stored just before a crash (summaries follow commits by a moment), or by an older
     # collector. Their figures are computed again with them, a batch of runs per transaction.
@@ -148,6 +146,24 @@ def migrate(cur: duckdb.DuckDBPyConnection, path: Path) -> int:
         log.info("summarised %d runs stored without summaries; going on", done)
     row = cur.execute("SELECT max(commit_seq) FROM runs").fetchone()
     return int(row[0]) + 1 if row and row[0] is not None else 0
+
+
+def _layout(cur: duckdb.DuckDBPyConnection) -> None:
+    """This collector's tables, columns, views, figure definitions and bundled baselines."""
+    cur.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    for table in TABLES:
+        cur.execute(ddl(table))
+        _add_new_columns(cur, table)
+    had_history = count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'health_history')") > 0
+    for sql in _ddl():
+        cur.execute(sql)
+    if not had_history:  # an older collector's database: the verdicts' history from the figures it kept
+        cur.execute(aggregates.HISTORY_BACKFILL)
+    for name, sql in VIEWS.items():
+        cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+    cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
+    cur.executemany(*definitions_insert())
+    baselines.sync_bundled(cur)  # this version's bundled baselines, as its figure definitions
 
 
 def _ddl() -> list[str]:

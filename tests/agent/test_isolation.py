@@ -120,9 +120,13 @@ def test_the_measuring_child_answers_over_its_pipes_and_prints_nowhere_else(tmp_
     inbox, outbox = Connection(parent_writes, readable=False), Connection(parent_reads, writable=False)
     target = cpu_target()
     bench = MatmulBenchmark(MatmulGrid(sizes=(64, 128), dtypes=("fp32",)))
+    assert outbox.poll(60)
+    said, imported_at = outbox.recv()  # before it is given a device: its imports are done
+    assert said == "imported" and imported_at <= time.monotonic()
     inbox.send(("setup", target, TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.001, max_time_s=0.01)))
     assert outbox.poll(60)
     ready, imported, set_up = outbox.recv()
+    assert imported == imported_at
     assert ready == "ready" and imported <= set_up <= time.monotonic()  # the parent's clock: one monotonic clock
     inbox.send(("bench", 1, bench))
     for case in bench.cases(target):
@@ -166,3 +170,44 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
     a, b = (t.label for t in targets)
     assert starts[b] < ends[a] and starts[a] < ends[b]  # the two devices' cases overlapped in time
     assert time.monotonic() - began < 60
+
+
+def test_a_spare_rehearses_the_cases_it_is_sent_then_measures_them_as_its_own(tmp_path: Path) -> None:
+    """The child as its own program: asked to rehearse two layer cases while it waits (nothing to prepare on a CPU,
+    but the benchmark and its built block stay), then set up and sent the cases without the benchmark again."""
+    from multiprocessing.connection import Connection
+
+    from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    child_reads, parent_writes = os.pipe()
+    parent_reads, child_writes = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes),
+                             "transformers.models.bert.modeling_bert"], pass_fds=(child_reads, child_writes),
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    os.close(child_reads)
+    os.close(child_writes)
+    inbox, outbox = Connection(parent_writes, readable=False), Connection(parent_reads, writable=False)
+    target = cpu_target()
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.001, max_time_s=0.01)
+    bench = BertLayerBenchmark(LayerGrid(model="bert-tiny", seq_lens=(16,), batches=(2,), dtypes=("fp32",)))
+    cases = bench.cases(target)
+    assert outbox.poll(120) and outbox.recv()[0] == "imported"
+    other = BertLayerBenchmark(LayerGrid(model="bert-tiny", seq_lens=(8,), batches=(1,), dtypes=("fp32",)))
+    # The setup follows at once: the rehearsal stops before its first case, and still keeps both benchmarks.
+    inbox.send(
+        ("rehearse", target, policy, [(7, bench, case) for case in cases] + [(8, other, other.cases(target)[0])])
+    )
+    inbox.send(("setup", target, policy))
+    assert outbox.poll(60) and outbox.recv()[0] == "ready"
+    for case in cases:
+        inbox.send(("case", 7, case))  # no ("bench", 7, ...): the rehearsal handed it over
+        measured, sticky, _ = outbox.recv()
+        assert measured.status == "ok" and measured.outcome.metrics.tflops > 0, measured.reason
+        assert sticky == ""
+    inbox.send(("case", 8, other.cases(target)[0]))
+    assert outbox.recv()[0].status == "ok"
+    inbox.send(("stop",))
+    printed, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and printed == b"", printed

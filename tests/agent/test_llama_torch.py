@@ -142,13 +142,20 @@ for dtype in (torch.float32, torch.bfloat16):
     b = llama_torch.LeanLlama(shape, dtype, torch.device("cpu"), ops=TritonOps())
     for mine, theirs in zip(b.parameters(), a.parameters()):
         mine.copy_(theirs)
-    ids = torch.randint(0, shape.vocab, (2, 9))
-    ca, cb = a.cache(2, 10), b.cache(2, 10)
     tol = 1e-5 if dtype == torch.float32 else 2e-2
-    for x, y in ((a.forward(ids, ca, 0), b.forward(ids, cb, 0)), (a.forward(ids[:, :1], ca, 9),
-                 b.forward(ids[:, :1], cb, 9))):
-        assert float((x.float() - y.float()).norm() / x.float().norm()) < tol, dtype
-    assert float((ca.keys - cb.keys).abs().max()) < tol * 10 and float((ca.values - cb.values).abs().max()) < tol * 10
+    # Batch 2, and batch 1, where each projection is one fused matrix-vector kernel: a prompt, then three steps.
+    for batch in (2, 1):
+        ids = torch.randint(0, shape.vocab, (batch, 12))
+        ca, cb = a.cache(batch, 12), b.cache(batch, 12)
+        pairs = [(a.forward(ids[:, :9], ca, 0), b.forward(ids[:, :9], cb, 0))]
+        pairs += [(a.forward(ids[:, p : p + 1], ca, p), b.forward(ids[:, p : p + 1], cb, p)) for p in (9, 10, 11)]
+        for x, y in pairs:
+            assert float((x.float() - y.float()).norm() / x.float().norm()) < tol, (dtype, batch)
+        assert float((ca.keys - cb.keys).abs().max()) < tol * 10, (dtype, batch)
+        assert float((ca.values - cb.values).abs().max()) < tol * 10, (dtype, batch)
+        if dtype == torch.float32:
+            assert torch.equal(pairs[-1][0].argmax(-1), pairs[-1][1].argmax(-1))
+    assert not llama_torch.differences(TritonOps(), llama_torch.TorchOps(), shape, dtype, torch.device("cpu"))
 print("ok")
 """
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -168,9 +175,15 @@ def test_the_triton_kernels_build_for_hopper_without_a_gpu() -> None:
     from agent import llama_kernels as k
 
     pointers = {"*bf16": ("x_ptr", "w_ptr", "out_ptr", "qkv_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_ptr", "v_ptr",
-                          "gate_up_ptr")}  # fmt: skip
+                          "gate_up_ptr", "norm_ptr")}  # fmt: skip
+    c = k.GEMV
+    tiles = {"BLOCK_N": c.block_n, "BLOCK_K": c.block_k}
+    gemvs = [(k._gemv, {"k": width, "PROLOGUE": prologue, "RESIDUAL": residual, "EVEN": True, **tiles})
+             for width, prologue, residual in ((4096, k.RMS_NORM, False), (4096, k.PLAIN, True),
+                                               (14336, k.SILU_MUL, True))]  # fmt: skip
+    gemvs.append((k._gemv, {"k": 100, "PROLOGUE": k.RMS_NORM, "RESIDUAL": False, "EVEN": False, **tiles}))
     for kernel, constants in ((k._rms_norm, {"BLOCK": 4096}), (k._rotary_into_cache, {"HALF": 64, "HEADS": 16}),
-                              (k._silu_mul, {"BLOCK": 1024})):  # fmt: skip
+                              (k._silu_mul, {"BLOCK": 1024}), *gemvs):  # fmt: skip
         names = kernel.arg_names
         signature = {n: "constexpr" if n in constants else "*bf16" if n in pointers["*bf16"] else "fp32" if n == "eps"
                      else "i32" for n in names}  # fmt: skip

@@ -166,6 +166,23 @@ def test_policies_with_the_new_rules_are_validated() -> None:
     assert policy.for_sustained().warmup_s == 0.3 and TimingPolicy().for_sustained() == TimingPolicy()
 
 
+def test_a_sustained_warm_up_is_for_heavy_calls_and_a_long_call_is_a_window_of_its_own() -> None:
+    policy = replace(SETTLING, sustain_s=0.15, sustain_from_call_s=1e-4, long_call_s=0.05).for_sustained()
+    assert policy.for_call(2e-4).warmup_s == 0.15  # heavy enough to bring the power limit in
+    assert policy.for_call(3e-5).warmup_s == SETTLING.warmup_s  # a light load: settling alone
+    long = policy.for_call(0.4)
+    assert (long.settles, long.min_repeats, long.warmup_s, long.min_warmup) == (False, 3, 0.15, 1)
+    assert TimingPolicy().for_call(10.0) == TimingPolicy()  # no long-call rule unless a suite asks for one
+
+
+def test_long_calls_are_timed_three_times_after_their_warm_up_without_settling_windows() -> None:
+    policy = replace(SETTLING, sustain_s=0.15, max_warmup_s=0.3, long_call_s=0.05, min_warmup=2).for_sustained()
+    stats = measure_cpu(lambda: time.sleep(0.06), policy).stats
+    # Warm-up calls until the 0.15 s are covered (three), one more that tells the call's length, then three timed,
+    # where settling call by call (each call a window) would have needed at least three more.
+    assert stats.repeats == 3 and stats.settled is None and stats.warmup <= 5, stats
+
+
 def test_the_process_start_is_dated_by_the_kernel_on_the_shared_monotonic_clock() -> None:
     """A child sleeps before importing the timer: its start is when it was launched, not when it asked."""
     import subprocess

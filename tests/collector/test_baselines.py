@@ -18,12 +18,11 @@ import pytest
 import yaml
 
 from agent.check import judge_locally
-from collector.baseline_formats import azure_nhc, superbench
 from collector.store import Store
 from collector.views import fleet_health
 from schemas import RunSubmission
 from schemas.baselines import BaselineIndex, bundled, card_key, parse_bundle
-from schemas.verdicts import Level
+from schemas.verdicts import Level, baseline_reference
 from tests.conftest import ROOT, collector_cli
 from tests.factories import T0, bandwidth, gpu, layer, make_run, matmul, run_dict, transfer
 from tests.servers import serve_collector
@@ -201,6 +200,74 @@ def _fleet(db: Path, hosts: list[str], runs: int) -> dict[str, Any]:
     return data
 
 
+def test_each_gpu_counts_once_and_too_few_runs_are_refused_with_the_reason(tmp_path: Path) -> None:
+    # One GPU with nine runs 1 % slow and two with three runs each: the median of all fifteen runs would be the busy
+    # GPU's value; the median of the three GPUs' medians is the middle GPU's.
+    db = tmp_path / "uneven.duckdb"
+    with Store(db) as store:
+        for host, scale, runs in (("busy", 0.99, 9), ("mid", 1.0, 3), ("top", 1.01, 3)):
+            for hour in range(runs):
+                store.add_run(RunSubmission.model_validate_json(_run(host, hour, scale, seed=len(host))))
+        store.add_run(RunSubmission.model_validate_json(_run("new", 0, seed=1).replace(H100, "NVIDIA L40S")))
+    done = collector_cli("baseline", "export", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    (card,) = parse_bundle(done.stdout).cards  # the L40S has one run: left out, with the reason
+    assert "left out: NVIDIA L40S 80 GiB · 700 W, health suite, memory: 1 healthy run of 1 GPU, at least 3 needed" in (
+        _err(done)
+    )
+    memory = next(f for f in card.figures if f.figure == "memory")
+    assert (memory.gpus, memory.runs) == (3, 15)
+    assert memory.value == pytest.approx(3000.0, rel=0.003)  # not 2,970: the busy GPU's nine runs count once
+    assert memory.low == pytest.approx(2970.0, rel=0.003) and memory.high == pytest.approx(3030.0, rel=0.003)
+    few = tmp_path / "few.duckdb"
+    with Store(few) as store:
+        for hour in range(2):
+            store.add_run(RunSubmission.model_validate_json(_run("solo", hour)))
+    refused = collector_cli("baseline", "export", "--db", str(few))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "nothing to export" in _err(refused) and "2 healthy runs of 1 GPU, at least 3 needed" in _err(refused)
+
+
+def test_runs_beside_another_process_or_flagged_busy_stay_out(tmp_path: Path) -> None:
+    db = tmp_path / "shared.duckdb"
+    with Store(db) as store:
+        for host in ("h1", "h2", "h3", "shared", "flagged"):
+            for hour in range(4):
+                data = json.loads(_run(host, hour, seed=len(host), other_processes=int(host == "shared")))
+                if host == "flagged":  # measured with --when-busy measure: every result says so
+                    data["results"] = [{**r, "flags": ["busy"]} for r in data["results"]]
+                store.add_run(RunSubmission.model_validate_json(json.dumps(data)))
+        store.settle()
+        assert {v.level for v in fleet_health(store.reads())} == {Level.ok}  # none is left out for its verdict
+    done = collector_cli("baseline", "export", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    (card,) = parse_bundle(done.stdout).cards
+    assert {(f.gpus, f.runs) for f in card.figures} == {(3, 12)}
+
+
+def test_export_filters_by_tag_and_day(tmp_path: Path) -> None:
+    db = tmp_path / "pools.duckdb"
+    with Store(db) as store:  # pool a measured on 2026-11-01, pool b on 2026-11-03
+        for host, pool, first in (("a1", "a", 0), ("a2", "a", 0), ("b1", "b", 48)):
+            for hour in range(first, first + 4):
+                data = {**json.loads(_run(host, hour, seed=len(host))), "tags": {"pool": pool}}
+                store.add_run(RunSubmission.model_validate_json(json.dumps(data)))
+
+    def exported(*filters: str) -> Any:
+        done = collector_cli("baseline", "export", "--db", str(db), *filters)
+        assert done.returncode == 0, done.stderr
+        bundle = parse_bundle(done.stdout)
+        (card,) = bundle.cards
+        memory = next(f for f in card.figures if f.figure == "memory")
+        return bundle.source.filters, (memory.gpus, memory.runs, str(memory.first), str(memory.last))
+
+    assert exported("--tag", "pool=a") == ({"tag:pool": "a"}, (2, 8, "2026-11-01", "2026-11-01"))
+    assert exported("--since", "2026-11-02") == ({"since": "2026-11-02"}, (1, 4, "2026-11-03", "2026-11-03"))
+    assert exported() == ({}, (3, 12, "2026-11-01", "2026-11-03"))
+    none = collector_cli("baseline", "export", "--db", str(db), "--tag", "pool=a", "--since", "2026-11-02")
+    assert none.returncode == 1 and "nothing to export" in _err(none)
+
+
 def test_a_one_gpu_baseline_is_judged_with_the_wider_threshold(tmp_path: Path, fleet_bundle: Any) -> None:
     one = BaselineIndex([(parse_bundle(json.dumps(_fleet(tmp_path / "one.duckdb", ["solo"], 4))), "file")])
     many = BaselineIndex([(parse_bundle(json.dumps(fleet_bundle[1])), "file")])
@@ -225,6 +292,21 @@ def test_software_differences_are_named_where_the_figure_depends_on_them(fleet_b
     assert any("torch 2.13 (baseline: 2.11)" in r for r in v.reasons if r.startswith("BERT"))
 
 
+def test_the_collector_names_software_differences_alike(tmp_path: Path, fleet_bundle: Any) -> None:
+    _, data = fleet_bundle
+    with serve_collector(tmp_path / "sw.duckdb") as site:
+        assert httpx.post(f"{site.url}/api/v1/baselines", content=json.dumps(data), headers=site.auth,
+                          timeout=30).status_code == 201  # fmt: skip
+        httpx.post(f"{site.url}/api/v1/runs", content=_run("newer", 10, 0.8, seed=6, torch="2.13.0"), timeout=30,
+                   headers={**site.auth, "Content-Type": "application/json"}).raise_for_status()  # fmt: skip
+        uuid_ = gpu(H100, memory_gib=80, host="newer")["uuid"]
+        (v,) = httpx.get(f"{site.url}/api/v1/verdicts", params={"uuid": uuid_}, headers=site.auth, timeout=30).json()
+    notes = {f["figure"]: f["note"] for f in v["figures"]}
+    assert notes["bert_fwdbwd"] == "measured with torch 2.13 (baseline: 2.11)"
+    assert notes["memory"] is None and notes["matmul_bf16"] is None
+    assert any(r.startswith("BERT") and r.endswith("measured with torch 2.13 (baseline: 2.11)") for r in v["reasons"])
+
+
 def test_a_power_capped_gpu_is_held_to_its_cards_baseline_at_the_default_limit(fleet_bundle: Any) -> None:
     index = BaselineIndex([(parse_bundle(json.dumps(fleet_bundle[1])), "file")])
     run = RunSubmission.model_validate_json(_run("capped", 20, 0.8, seed=9, power_limit_w=400.0))
@@ -241,54 +323,109 @@ def test_the_card_of_a_baseline_is_the_collectors_card(tmp_path: Path) -> None:
     assert row[0] == card_key(H100, 80 << 30, 699.6)
 
 
-def _superbench_flags(baseline: dict[str, float], rules: dict[str, Any], raw: dict[str, float]) -> set[str]:
-    """SuperBench's ``variance`` rules as its analyzer evaluates them (docs/baselines.md): each raw metric matched by
-    a rule's regex, its baseline found by name without ``:rank``, (value - baseline) / baseline against the rule's
-    criteria; the metrics that violate it."""
-    flagged = set()
-    for rule in rules["superbench"]["rules"].values():
-        if rule["function"] != "variance":
-            continue
-        bound = float(re.fullmatch(r"lambda x:x<(-[0-9.]+)", rule["criteria"]).group(1))  # type: ignore[union-attr]
-        for metric, value in raw.items():
-            if not any(re.search(pattern, metric) for pattern in rule["metrics"]):
-                continue
-            base = baseline.get(metric) or baseline[metric.rsplit(":", 1)[0]]
-            if (value - base) / base < bound:
-                flagged.add(metric.rsplit(":", 1)[0])
-    return flagged
+def _superbench_benchmark(metric: str) -> str:
+    """The benchmark a metric (or a rule's metric pattern) belongs to: RuleBase._get_metrics_by_benchmarks."""
+    name = metric.split("/")[0]
+    return metric.split(":")[0] if ":" in name else name
+
+
+def _superbench_baseline_of(baseline: dict[str, float], metric: str) -> float | None:
+    """DataDiagnosis._get_baseline_of_metric: the full name, else the name without its ``:rank``."""
+    if metric in baseline:
+        return baseline[metric]
+    short = metric.strip(metric.split(":")[-1]).strip(":") if ":" in metric else metric.split("/")[0]
+    return baseline.get(short)
+
+
+def _superbench_diagnosis(baseline: dict[str, float], rules: dict[str, Any], raw: dict[str, float]) -> set[str]:
+    """``sb result diagnosis`` of one node's raw metrics, as SuperBench's analyzer does it (700d6501:
+    data_diagnosis.py, rule_base.py, diagnosis_rule_op.py): each rule checked for its fields, its criteria evaluated
+    as the Python lambda it is; its metric patterns matched against the raw metrics of the same benchmark (the full
+    name, else ``re.search``); a ``variance`` rule applies its criteria to (value - baseline) / baseline, a ``value``
+    rule to the value. Returns the raw metrics that violate a rule."""
+    by_benchmark: dict[str, set[str]] = {}
+    for metric in raw:
+        by_benchmark.setdefault(_superbench_benchmark(metric), set()).add(metric)
+    violated = set()
+    for name, rule in rules["superbench"]["rules"].items():
+        assert {"function", "criteria", "categories", "metrics"} <= set(rule), name  # _check_and_format_rules
+        criteria = eval(rule["criteria"])  # SuperBench evaluates it so; the file is the one just exported
+        assert isinstance(criteria(0), bool), name  # RuleOp.check_criterion_with_a_value
+        patterns = [rule["metrics"]] if isinstance(rule["metrics"], str) else rule["metrics"]
+        matched = {m for p in patterns for m in by_benchmark.get(_superbench_benchmark(p), ())
+                   if m in patterns or re.search(p, m)}  # fmt: skip
+        for metric in matched:
+            value = raw[metric]
+            if rule["function"] == "variance":
+                base = _superbench_baseline_of(baseline, metric)
+                assert base, f"{metric}: no baseline (SuperBench raises)"
+                value = (value - base) / base
+            else:
+                assert rule["function"] == "value", name
+            if criteria(value):
+                violated.add(metric)
+    return violated
+
+
+SB_METRICS = {"matmul_bf16": "cublaslt-gemm/bf16_0_8192_8192_8192_flops", "h2d": "mem-bw/h2d_bw",
+              "d2h": "mem-bw/d2h_bw"}  # fmt: skip
 
 
 def test_the_superbench_export_flags_what_flopfleet_flags(tmp_path: Path, fleet_bundle: Any) -> None:
-    bundle = parse_bundle(json.dumps(fleet_bundle[1]))
-    files = superbench(bundle)
+    db, data = fleet_bundle
+    folder = tmp_path / "sb"
+    done = collector_cli("baseline", "export", "--db", str(db), "--model", "H100", "--format", "superbench",
+                         "--output", str(folder))  # fmt: skip
+    assert done.returncode == 0, done.stderr
     slug = "NVIDIA_H100_80GB_HBM3_80_GiB_700_W"
-    baseline = json.loads(files[f"{slug}.baseline.json"])
-    rules = yaml.safe_load(files[f"{slug}.rules.yaml"])
-    assert set(baseline) == {"cublaslt-gemm/bf16_0_8192_8192_8192_flops", "mem-bw/h2d_bw", "mem-bw/d2h_bw"}
-    assert all(isinstance(v, float) for v in baseline.values())
+    assert sorted(p.name for p in folder.iterdir()) == [f"{slug}.baseline.json", f"{slug}.rules.yaml"]
+    baseline = json.loads((folder / f"{slug}.baseline.json").read_text())  # as file_handler.read_baseline reads it
+    rules = yaml.safe_load((folder / f"{slug}.rules.yaml").read_text())  # as file_handler.read_rules reads it
+    assert set(baseline) == set(SB_METRICS.values()) and all(isinstance(v, float) for v in baseline.values())
+    bundle = parse_bundle(json.dumps(data))  # the same fleet's baseline, as flopfleet judges with it
+    (card,) = bundle.cards
+    figures = {f.figure: f for f in card.figures}
+    assert baseline == {name: round(figures[key].value, 4) for key, name in SB_METRICS.items()}
     index = BaselineIndex([(bundle, "file")])
-    sb_names = {"matmul_bf16": "cublaslt-gemm/bf16_0_8192_8192_8192_flops", "h2d": "mem-bw/h2d_bw"}
-    for scale in (0.97, 0.95, 0.90, 0.85):
-        run = RunSubmission.model_validate_json(_run("z", 30, scale, seed=11))
-        (v,) = judge_locally([run], index)
-        ours = {sb_names[f.figure] for f in v.figures if f.figure in sb_names and f.level is not Level.ok}
-        raw = {name + ":0": next(f.value for f in v.figures if f.figure == key) for key, name in sb_names.items()}
-        assert _superbench_flags(baseline, rules, raw) == ours, scale
+    healthy_raw = {f"{name}:0": baseline[name] for name in SB_METRICS.values()}
+    assert _superbench_diagnosis(baseline, rules, {**healthy_raw, "mem-bw/return_code:0": 0.0}) == set()
+    failed = _superbench_diagnosis(baseline, rules, {**healthy_raw, "mem-bw/return_code:0": 1.0})
+    assert failed == {"mem-bw/return_code:0"}  # a benchmark that failed is a failure in SuperBench's terms too
+    seen = set()
+    for scale in (0.97, 0.95, 0.92, 0.90, 0.85):
+        text = _run("z", 30, scale, seed=11)
+        (v,) = judge_locally([RunSubmission.model_validate_json(text)], index)
+        levels = {f.figure: f for f in v.figures}
+        raw = {f"{SB_METRICS[k]}:0": levels[k].value for k in ("matmul_bf16", "h2d")}
+        # d2h is no verdict figure: flopfleet's rule for it is the baseline reference verdicts would use
+        d2h = next(r["metrics"]["gbps"] for r in json.loads(text)["results"] if r["params"].get("direction") == "d2h")
+        raw[f"{SB_METRICS['d2h']}:0"] = d2h
+        d2h_ref, _ = baseline_reference(index, "d2h", CARD, None, "health", {})
+        assert d2h_ref is not None
+        ours = {f"{SB_METRICS[k]}:0" for k in ("matmul_bf16", "h2d") if levels[k].level is not Level.ok}
+        ours |= {f"{SB_METRICS['d2h']}:0"} if d2h_ref.fails(d2h) else set()
+        flagged = _superbench_diagnosis(baseline, rules, raw)
+        assert flagged == ours, (scale, flagged, ours)
+        seen.add(len(flagged))
+    assert min(seen) == 0 and max(seen) == 3  # healthy and slow runs both among them: the test can tell
 
 
 def test_the_azure_nhc_floor_fails_what_flopfleet_fails(fleet_bundle: Any) -> None:
-    bundle = parse_bundle(json.dumps(fleet_bundle[1]))
-    (text,) = azure_nhc(bundle).values()
-    (line,) = [x for x in text.splitlines() if not x.startswith("#")]
+    db, data = fleet_bundle
+    done = collector_cli("baseline", "export", "--db", str(db), "--model", "H100", "--format", "azure-nhc")
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if not x.startswith("#")]
     floor = float(re.fullmatch(r" \* \|\| check_gpu_bw ([0-9.]+)", line).group(1))  # type: ignore[union-attr]
-    index = BaselineIndex([(bundle, "file")])
-    for scale in (0.99, 0.85):
+    index = BaselineIndex([(parse_bundle(json.dumps(data)), "file")])
+    judged = set()
+    for scale in (0.99, 0.95, 0.85):
         run = RunSubmission.model_validate_json(_run("w", 40, scale, seed=12))
         (v,) = judge_locally([run], index)
         h2d = next(f for f in v.figures if f.figure == "h2d")
         # AzNHC: a GPU below the floor fails (NHC2020); flopfleet: below its baseline threshold
         assert (h2d.value < floor) == (h2d.level is not Level.ok), scale
+        judged.add(h2d.level)
+    assert judged == {Level.ok, Level.suspect}
 
 
 def test_the_bundled_h200_baseline_judges_a_healthy_lone_h200(tmp_path: Path) -> None:

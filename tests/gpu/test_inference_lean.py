@@ -32,8 +32,9 @@ def _pair(dtype):  # type: ignore[no-untyped-def]
     return theirs, mine
 
 
+@pytest.mark.parametrize("batch", [3, 1])  # at batch 1 each projection is one fused matrix-vector kernel
 @pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
-def test_the_triton_path_decodes_what_transformers_decodes(dtype_name: str) -> None:
+def test_the_triton_path_decodes_what_transformers_decodes(dtype_name: str, batch: int) -> None:
     import torch
 
     dtype = getattr(torch, dtype_name)
@@ -41,9 +42,9 @@ def test_the_triton_path_decodes_what_transformers_decodes(dtype_name: str) -> N
     assert mine.ops.name == "triton"
     # fp32: the same tokens and logits to rounding; bf16: the logits within bf16's error of transformers' own.
     tol = 1e-4 if dtype == torch.float32 else 3e-2
-    ids = torch.randint(0, SHAPE.vocab, (3, 24), device=_device())
+    ids = torch.randint(0, SHAPE.vocab, (batch, 24), device=_device())
     with torch.no_grad():
-        cache = mine.cache(3, 24 + 6)
+        cache = mine.cache(batch, 24 + 6)
         ours = mine.forward(ids, cache, 0)[:, -1]
         seq = ids
         for step in range(6):
@@ -85,3 +86,32 @@ def test_the_lean_path_is_timed_as_graph_replays_and_says_its_kernels() -> None:
         assert "launch_bound" not in r.flags and "above_peak" not in r.flags, r.flags
     decodes = [r for r in lean if r.params.phase == "decode"]  # type: ignore[union-attr]
     assert [r.timing.method for r in decodes] == ["cuda_graph"] * 2  # type: ignore[union-attr]
+
+
+def test_the_fused_projections_compute_the_unfused_ones_at_llama_3_8b_widths() -> None:
+    """Every fused kernel at the widths the benchmark runs (tiles without masks), then two layers of that shape
+    decoding at batch 1: the fused step's logits are the unfused step's, and its greedy tokens too."""
+    import dataclasses
+
+    import torch
+
+    from agent.llama_kernels import TritonOps
+
+    device = _device()
+    shape = dataclasses.replace(llama.SHAPES["llama-3-8b"], layers=2)
+    for dtype in (torch.float32, torch.bfloat16):
+        assert not llama_torch.differences(TritonOps(), llama_torch.TorchOps(), shape, dtype, device), dtype
+    torch.manual_seed(0)
+    model = llama_torch.LeanLlama(shape, torch.bfloat16, device, ops=TritonOps(gemv=None))
+    ids = torch.randint(0, shape.vocab, (1, 12), device=device)
+    logits = {}
+    with torch.no_grad():
+        for name, ops in (("unfused", TritonOps(gemv=None)), ("fused", TritonOps())):
+            model.ops = ops
+            cache = model.cache(1, 16)
+            steps = [model.forward(ids, cache, 0)[:, -1]]
+            steps += [model.forward(ids[:, p : p + 1], cache, 12 + p)[:, -1] for p in range(3)]
+            logits[name] = torch.stack(steps).float()
+    unfused, fused = logits["unfused"], logits["fused"]
+    assert float((fused - unfused).norm() / unfused.norm()) < 2e-2
+    assert torch.equal(fused.argmax(-1), unfused.argmax(-1))

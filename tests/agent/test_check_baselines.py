@@ -1,0 +1,96 @@
+"""``flopfleet-agent check`` without a collector, judged against a baseline from its first run: the H200's own
+recorded checks (docs/results/h200/baseline/) against the bundled H200 baseline, against a bundle given with
+``--baseline`` instead, and against a bundle without its card, where the floor remains and the verdict says so.
+``check`` runs whole; only its ``measure`` seam hands it the recorded runs in place of measuring."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.check import CheckConfig, CheckOutcome, baselines_for, check
+from agent.config import RunConfig, UploadConfig
+from agent.errors import ConfigError
+from schemas import RunSubmission
+from schemas.baselines import BaselineFigure, BaselineSource, CardBaseline, bundled, dump_bundle, seal
+from schemas.verdicts import Level
+from tests.conftest import ROOT
+
+FOLDER = ROOT / "docs" / "results" / "h200" / "baseline"
+H200_CARD = "NVIDIA H200 140 GiB · 700 W"
+
+
+def _recorded(name: str) -> RunSubmission:
+    return RunSubmission.model_validate_json((FOLDER / name).read_text())
+
+
+def _slowed() -> list[RunSubmission]:
+    """The H200 with a competing process at 60 % duty: its profile, then check's re-measurement of what failed."""
+    remeasure, profile = json.loads((FOLDER / "duty-runs.json").read_text())["0.6"]  # newest first
+    return [RunSubmission.model_validate_json(json.dumps(run)) for run in (profile, remeasure)]
+
+
+def _check(runs: Sequence[RunSubmission], baseline: Path | None, tmp: Path) -> tuple[CheckOutcome, list[RunConfig]]:
+    """``check`` on a GPU machine with no collector, as the CLI builds it (``baselines_for``); each measurement is
+    the next recorded run. Returns the outcome and what check asked to measure."""
+    queue, asked = list(runs), list[RunConfig]()
+
+    def measure(run: RunConfig) -> RunSubmission:
+        asked.append(run)
+        return queue.pop(0)
+
+    config = CheckConfig(
+        run=RunConfig(suite="health", device="cuda", upload=UploadConfig(spool_dir=tmp / "spool")),
+        baselines=baselines_for(baseline),
+    )
+    with httpx.Client() as client:
+        return check(config, client, measure, lambda: ()), asked
+
+
+def test_a_healthy_h200_is_ok_on_its_first_check_against_the_bundled_baseline(tmp_path: Path) -> None:
+    outcome, asked = _check([_recorded("health-1.json")], None, tmp_path)
+    (v,) = outcome.verdicts
+    assert (outcome.level, outcome.exit_code, len(asked)) == (Level.ok, 0, 1)
+    (h200,) = bundled()
+    assert v.baseline is not None and f"'{h200.name}' (bundled, {h200.id}): 1 GPU" in v.baseline
+    assert all(f.baseline and f.baseline_threshold == 0.10 for f in v.figures)  # one GPU: SuperBench's 10 %
+
+
+def test_a_slowed_h200_is_caught_and_confirmed_on_its_first_check(tmp_path: Path) -> None:
+    outcome, asked = _check(_slowed(), None, tmp_path)
+    (v,) = outcome.verdicts
+    assert (outcome.level, outcome.exit_code) == (Level.slow, 2)
+    assert [a.only for a in asked] == [(), ("bandwidth", "layer_bert_torch", "matmul")]  # re-measured what failed
+    assert asked[1].tags["check"] == "remeasure"
+    memory = next(r for r in v.reasons if r.startswith("memory"))
+    assert f"below the {H200_CARD} baseline (" in memory and "1 GPU" in memory and "in 2 of its last 2" in memory
+
+
+def test_check_baseline_file_takes_the_place_of_the_bundled_ones(tmp_path: Path) -> None:
+    copy = tmp_path / "h200.baseline.json"
+    shutil.copy(ROOT / "schemas" / "data" / "h200.baseline.json", copy)
+    outcome, _ = _check(_slowed(), copy, tmp_path)
+    assert outcome.level is Level.slow and "(file, " in (outcome.verdicts[0].baseline or "")
+    # A bundle without the H200's card: its floor remains (35-55 % of the datasheet), which a GPU 30-40 % slow passes.
+    other = CardBaseline(card="NVIDIA H100 80GB HBM3 80 GiB · 700 W", gpu_name="NVIDIA H100 80GB HBM3", kind="measured",
+                         suite="health", figures=(BaselineFigure(figure="memory", unit="GB/s", value=3000.0, gpus=5,
+                                                                 runs=20),))  # fmt: skip
+    source = BaselineSource(collector="lab", exported_at=datetime(2026, 12, 1, tzinfo=timezone.utc))
+    h100 = tmp_path / "h100.baseline.json"
+    h100.write_text(dump_bundle(seal("lab-h100", source, [other])))
+    outcome, asked = _check(_slowed(), h100, tmp_path)
+    (v,) = outcome.verdicts
+    assert (outcome.level, len(asked)) == (Level.ok, 1)
+    assert v.baseline == f"no baseline of the health suite for {H200_CARD}: held against its model's floor instead"
+    assert all(f.baseline is None and f.floor for f in v.figures)
+
+
+def test_an_unreadable_baseline_file_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--baseline .*missing\.json"):
+        baselines_for(tmp_path / "missing.json")
