@@ -104,6 +104,15 @@ class TimingPolicy:
             policy = replace(policy, warmup_s=self.unsustained_warmup_s, unsustained_warmup_s=None)
         return policy.for_long_calls() if policy.is_long(call_s) else policy
 
+    def warmed_up(self, calls: int, elapsed_s: float, call_s: float) -> bool:
+        """Whether the warm-up calls may stop after ``calls`` of them, ``elapsed_s`` since the case began, the
+        fastest taking ``call_s``: at least ``min_warmup``, then at once where settling goes on from the timed
+        repeats, else once this call's warm-up time (``for_call``) has passed."""
+        if calls < self.min_warmup:
+            return False
+        settling = self.settles and not self.is_long(call_s)
+        return settling or elapsed_s >= self.for_call(call_s).warmup_s
+
     def for_long_calls(self) -> TimingPolicy:
         """This policy for calls of ``long_call_s`` or more (a prefill of thousands of tokens, a training step, an
         fp32 product of 16384): each call is continuous load long enough to be a settling window by itself, so one
@@ -270,11 +279,7 @@ def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
     """perf_counter around each repeat; very short calls are batched so the timer's cost stays out."""
     begin = time.perf_counter()
     warmup, fastest = 0, math.inf
-    while True:
-        if warmup >= policy.min_warmup:
-            settling = policy.settles and not policy.is_long(fastest)  # settling counts its own warm-up time
-            if settling or time.perf_counter() - begin >= policy.for_call(fastest).warmup_s:
-                break
+    while not policy.warmed_up(warmup, time.perf_counter() - begin, fastest):
         t0 = time.perf_counter()
         fn()
         fastest = min(fastest, time.perf_counter() - t0) if warmup or policy.min_warmup == 1 else fastest
@@ -394,11 +399,7 @@ class CudaTimer:
         torch = self._torch
         begin, calls = time.perf_counter(), 0
         gpu, host = math.inf, math.inf
-        while True:
-            if calls >= policy.min_warmup:
-                settling = policy.settles and not policy.is_long(gpu)  # settling warms up on the timed body instead
-                if settling or time.perf_counter() - begin >= policy.for_call(gpu).warmup_s:
-                    break
+        while not policy.warmed_up(calls, time.perf_counter() - begin, gpu):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self._sync()
             start.record()
@@ -443,7 +444,7 @@ class CudaTimer:
 
     def rehearse(self, fn: Callable[[], object]) -> bool:
         """Capture one call of ``fn`` into a CUDA graph and drop it: the host does everything a first call does
-        (cuDNN builds its attention graph for a new shape: 75-83 ms a layer cell on the H200, against 2.5-4 ms for
+        (cuDNN builds its attention graph for a new shape: 73-83 ms a layer cell on the H200, against 2.5-4 ms for
         a later call), and the GPU runs nothing, so another process can measure meanwhile. Relaxed capture, so
         that allocations made on the way are allowed; any failure only means nothing was prepared."""
         torch = self._torch

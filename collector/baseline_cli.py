@@ -16,7 +16,7 @@ from rich.table import Table
 from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 from schemas.terminal import literal
 
-from .cli_common import DbOpt, err, out, settings_for
+from .cli_common import DbOpt, TableOrJson, TableOrJsonOpt, err, out, settings_for
 from .errors import CollectorError, InvalidBaseline
 
 baseline_app = typer.Typer(
@@ -29,11 +29,6 @@ class BaselineFormat(str, Enum):
     flopfleet = "flopfleet"
     superbench = "superbench"
     azure_nhc = "azure-nhc"
-
-
-class ListFormat(str, Enum):
-    table = "table"
-    json = "json"
 
 
 @baseline_app.command("export")
@@ -129,12 +124,12 @@ def import_cmd(
 @baseline_app.command("list")
 def list_cmd(
     db: DbOpt = Path("flopfleet.duckdb"),
-    fmt: Annotated[ListFormat, typer.Option("--format", help="A table or JSON.")] = ListFormat.table,
+    fmt: TableOrJsonOpt = TableOrJson.table,
 ) -> None:
     """Every baseline this collector holds (bundled and imported): its cards, suites, GPUs and runs."""
     with settings_for(db).open_store(read_only=True) as store:
         rows = store.reads().baseline_list()
-    if fmt is ListFormat.json:
+    if fmt is TableOrJson.json:
         sys.stdout.write(json.dumps(rows, default=str, indent=1) + "\n")
         return
     table = Table("id", "name", "origin", "kind", "cards", "suites", "GPUs", "runs", "measured", header_style="bold")

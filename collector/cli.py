@@ -16,7 +16,7 @@ from schemas.terminal import LEVEL_STYLE, literal
 
 from . import __version__
 from .baseline_cli import baseline_app
-from .cli_common import DbOpt, err, out, settings_for
+from .cli_common import DbOpt, TableOrJson, TableOrJsonOpt, err, out, settings_for
 from .errors import CollectorError
 
 EXIT_FAILED = 1
@@ -38,11 +38,6 @@ class ReportFormat(str, Enum):
 class QueryFormat(str, Enum):
     table = "table"
     csv = "csv"
-    json = "json"
-
-
-class HealthFormat(str, Enum):
-    table = "table"
     json = "json"
 
 
@@ -190,7 +185,7 @@ def schema(output: Annotated[Path | None, typer.Option(help="Write here instead 
 @app.command()
 def health(
     db: DbOpt = Path("flopfleet.duckdb"),
-    fmt: Annotated[HealthFormat, typer.Option("--format", help="A table or JSON.")] = HealthFormat.table,
+    fmt: TableOrJsonOpt = TableOrJson.table,
 ) -> None:
     """Every GPU against its model's other GPUs, its own history, its card's baseline and its model's floor: ok,
     suspect, slow or faulty, and why."""
@@ -201,7 +196,7 @@ def health(
 
     with settings_for(db).open_store(read_only=True) as store:
         verdicts = fleet_health(store.reads())
-    if fmt is HealthFormat.json:
+    if fmt is TableOrJson.json:
         sys.stdout.write("[" + ",\n".join(wire(v).model_dump_json() for v in verdicts) + "]\n")
         return
     table = Table("GPU", "card", "host", "verdict", "why / likely cause", header_style="bold")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +17,16 @@ out = Console()
 err = Console(stderr=True)
 
 DbOpt = Annotated[Path, typer.Option("--db", envvar="FLOPFLEET_DB", help="The DuckDB file.")]
+
+
+class TableOrJson(str, Enum):
+    """``--format`` of the commands that print a table for people or JSON for programs."""
+
+    table = "table"
+    json = "json"
+
+
+TableOrJsonOpt = Annotated[TableOrJson, typer.Option("--format", help="A table or JSON.")]
 
 
 def settings_for(db: Path, **flags: object) -> Settings:

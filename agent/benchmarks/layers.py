@@ -114,7 +114,7 @@ class LayerBenchmark(Benchmark[LayerGrid]):
         return forward if params.mode == "fwd" else forward_backward
 
     def rehearse(self, case: Case, ctx: Context) -> None:
-        """The cell's first call captured and dropped: on the H200 that call was 75-83 ms of the host's time (cuDNN
+        """The cell's first call captured and dropped: on the H200 that call was 73-83 ms of the host's time (cuDNN
         building its attention graph for the new shape) and 2.5-4 ms of the GPU's."""
         assert isinstance(case.params, LayerParams)
         ctx.rehearse(self.call_for(case.params, ctx))

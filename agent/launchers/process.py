@@ -223,10 +223,12 @@ class ProcessLauncher:
         with self._lock:
             return any(self._covers(c, needs) and (not imported or c.has_imported()) for c in self._spares)
 
-    def _rehearse_ahead(self, child: Child, jobs: list[Job], needed: list[tuple[str, ...]]) -> None:
-        """Once a spare that imports what ``child`` lacks has imported it, it prepares the first calls of the cases
-        that will be its (the GPU untouched) while ``child`` measures the cases before them."""
-        rest = tuple(dict.fromkeys(m for needs in needed for m in needs))
+    def _rehearse_ahead(
+        self, child: Child, jobs: list[Job], needed: list[tuple[str, ...]], rest: tuple[str, ...]
+    ) -> None:
+        """Once a spare that imports what ``child`` lacks (of ``rest``, what ``jobs`` need) has imported it, it
+        prepares the first calls of the cases that will be its (the GPU untouched) while ``child`` measures the cases
+        before them."""
         if self._covers(child, rest) or not jobs[0].target.is_gpu:  # on a CPU, preparing would compete with measuring
             return
         with self._lock:
@@ -303,6 +305,7 @@ class ProcessLauncher:
         child: Child | None = None
         first = True
         needed = [job.bench.warm_for(job.case) for job in jobs]
+        rests = _remaining(needed)
         for n, job in enumerate(jobs):
             progress.start(job.bench, job.case, job.target.label)
             if finish.spent():
@@ -312,12 +315,12 @@ class ProcessLauncher:
                 try:
                     needs = needed[n]
                     swap = child is not None and not self._covers(child, needs) and self._warm_spare_for(needs)
-                    if child is not None and not swap and n and job.bench is not jobs[n - 1].bench:
-                        # A new benchmark: hand over as soon as the child that imported the model code is ready,
-                        # even to cases that need none of it, so the GPU never waits for imports later.
-                        rest = tuple(dict.fromkeys(m for later in needed[n:] for m in later))
-                        if not self._covers(child, rest) and self._warm_spare_for(rest, imported=True):
-                            swap, needs = True, rest
+                    # A new benchmark: hand over as soon as the child that imported the model code is ready, even
+                    # to cases that need none of it, so the GPU never waits for imports later.
+                    new_bench = n > 0 and job.bench is not jobs[n - 1].bench
+                    if child is not None and not swap and new_bench and not self._covers(child, rests[n]):
+                        swap = self._warm_spare_for(rests[n], imported=True)
+                        needs = rests[n] if swap else needs
                     if child is not None and swap:
                         child.close()  # its cases are done; the spare that imported the model code goes on
                         child = None
@@ -325,7 +328,7 @@ class ProcessLauncher:
                         # A spare for the next device, once this one has taken the last started child.
                         child = self._child_for(job.target, another_device_next and (first or swap), needs)
                         first = False
-                    self._rehearse_ahead(child, jobs[n:], needed[n:])
+                    self._rehearse_ahead(child, jobs[n:], needed[n:], rests[n])
                     measured, replace = child.measure(job, self.case_timeout_s)
                     result = finish(job, measured, started)
                     if replace:
@@ -349,3 +352,14 @@ class ProcessLauncher:
         if child is not None:
             child.close()
         return results
+
+
+def _remaining(needed: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """For each case, the modules it and every later case import (in first-needed order): what a child must have
+    imported to take over from there."""
+    rests: list[tuple[str, ...]] = []
+    later: tuple[str, ...] = ()
+    for needs in reversed(needed):
+        later = tuple(dict.fromkeys((*needs, *later)))
+        rests.append(later)
+    return rests[::-1]

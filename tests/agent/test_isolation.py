@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import httpx
@@ -102,22 +103,25 @@ def test_inline_runs_in_the_agents_process_and_options_are_checked(tmp_path: Pat
     assert unknown.returncode == 1 and "FLOPFLEET_PLUGINS names 'no_such_module_here'" in unknown.stderr
 
 
+def _child(*warm: str) -> tuple[subprocess.Popen[bytes], Connection, Connection]:
+    """The measuring child as its own program, its output kept: the process, what it reads and what it answers."""
+    child_reads, parent_writes = os.pipe()
+    parent_reads, child_writes = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes),
+                             *([",".join(warm)] if warm else [])], pass_fds=(child_reads, child_writes), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    os.close(child_reads)
+    os.close(child_writes)
+    return proc, Connection(parent_writes, readable=False), Connection(parent_reads, writable=False)
+
+
 def test_the_measuring_child_answers_over_its_pipes_and_prints_nowhere_else(tmp_path: Path) -> None:
     """The child as its own program: two cases on the CPU, then a clean stop."""
-    from multiprocessing.connection import Connection
-
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
     from agent.target import cpu_target
     from agent.timing import TimingPolicy
 
-    child_reads, parent_writes = os.pipe()
-    parent_reads, child_writes = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes)],
-                            pass_fds=(child_reads, child_writes), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)  # fmt: skip
-    os.close(child_reads)
-    os.close(child_writes)
-    inbox, outbox = Connection(parent_writes, readable=False), Connection(parent_reads, writable=False)
+    proc, inbox, outbox = _child()
     target = cpu_target()
     bench = MatmulBenchmark(MatmulGrid(sizes=(64, 128), dtypes=("fp32",)))
     assert outbox.poll(60)
@@ -175,20 +179,11 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
 def test_a_spare_rehearses_the_cases_it_is_sent_then_measures_them_as_its_own(tmp_path: Path) -> None:
     """The child as its own program: asked to rehearse two layer cases while it waits (nothing to prepare on a CPU,
     but the benchmark and its built block stay), then set up and sent the cases without the benchmark again."""
-    from multiprocessing.connection import Connection
-
     from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
     from agent.target import cpu_target
     from agent.timing import TimingPolicy
 
-    child_reads, parent_writes = os.pipe()
-    parent_reads, child_writes = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "agent.launchers.child", str(child_reads), str(child_writes),
-                             "transformers.models.bert.modeling_bert"], pass_fds=(child_reads, child_writes),
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    os.close(child_reads)
-    os.close(child_writes)
-    inbox, outbox = Connection(parent_writes, readable=False), Connection(parent_reads, writable=False)
+    proc, inbox, outbox = _child("transformers.models.bert.modeling_bert")
     target = cpu_target()
     policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.001, max_time_s=0.01)
     bench = BertLayerBenchmark(LayerGrid(model="bert-tiny", seq_lens=(16,), batches=(2,), dtypes=("fp32",)))
@@ -211,3 +206,31 @@ def test_a_spare_rehearses_the_cases_it_is_sent_then_measures_them_as_its_own(tm
     inbox.send(("stop",))
     printed, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0 and printed == b"", printed
+
+
+def test_a_rehearsal_that_fails_stops_there_and_its_cases_are_measured_all_the_same() -> None:
+    """A case that cannot even be prepared (tf32 on a CPU) ends the rehearsal with a warning in the child's log; the
+    cases it was sent are measured when the child is set up, the failing one saying why as any case would."""
+    from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    proc, inbox, outbox = _child("transformers.models.bert.modeling_bert")
+    target = cpu_target()
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.001, max_time_s=0.01)
+    bench = BertLayerBenchmark(LayerGrid(model="bert-tiny", seq_lens=(16,), batches=(2,), dtypes=("tf32", "fp32"),
+                                         modes=("fwd",)))  # fmt: skip
+    cases = bench.cases(target)
+    assert outbox.poll(120) and outbox.recv()[0] == "imported"
+    inbox.send(("rehearse", target, policy, [(7, bench, case) for case in cases]))
+    time.sleep(2.0)  # the rehearsal reaches its first case, which fails, long before this
+    inbox.send(("setup", target, policy))
+    assert outbox.poll(60) and outbox.recv()[0] == "ready"
+    statuses = []
+    for case in cases:
+        inbox.send(("case", 7, case))
+        statuses.append(outbox.recv()[0].status)
+    inbox.send(("stop",))
+    printed, _ = proc.communicate(timeout=30)
+    assert statuses == ["unsupported", "ok"]
+    assert proc.returncode == 0 and b"rehearsing layer_bert tf32 fwd" in printed and b"failed" in printed, printed
