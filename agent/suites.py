@@ -111,7 +111,7 @@ STANDARD_POLICY = TimingPolicy(
     warmup_s=0.0, min_warmup=2, min_repeats=5, max_repeats=500, min_time_s=0.0, max_time_s=0.12,
     settle_rel=0.01, settle_window_s=0.008, settle_windows=2, max_warmup_s=0.3, sustain_s=0.15,
     sustain_from_call_s=1e-4, target_rel_ci=0.01, graph_below_s=0.02, graph_target_s=0.002, batch=64,
-    long_call_s=0.05,
+    long_call_s=0.05, brief_call_s=1.6e-5, brief_max_warmup_s=0.1, rest_s=0.04, rest_from_call_s=2e-3,
 )  # fmt: skip
 STANDARD = Suite(
     name="standard",

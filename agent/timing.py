@@ -67,6 +67,10 @@ class TimingPolicy:
     unsustained_warmup_s: float | None = None  # the warm-up for_sustained raised (None: it did not)
     long_call_s: float = 0.0  # > 0: a call this long is a window of its own (for_long_calls)
     long_repeats: int = 3  # ... and this many of them are enough
+    brief_call_s: float = 0.0  # > 0: a call shorter than this warms up for brief_max_warmup_s at most (for_call)
+    brief_max_warmup_s: float = 0.1
+    rest_s: float = 0.0  # the device idles this long before the timed windows of a call of rest_from_call_s or more
+    rest_from_call_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.min_warmup < 1 or self.min_repeats < 2 or self.max_repeats < self.min_repeats:
@@ -79,6 +83,10 @@ class TimingPolicy:
             raise ValueError("timing needs warmup_s and sustain_s <= max_warmup_s")
         if self.long_call_s < 0 or self.long_repeats < 2:
             raise ValueError("timing needs long_call_s >= 0 and long_repeats >= 2")
+        if self.brief_call_s < 0 or self.brief_max_warmup_s <= 0:
+            raise ValueError("timing needs brief_call_s >= 0 and brief_max_warmup_s > 0")
+        if self.rest_s < 0 or self.rest_from_call_s < 0:
+            raise ValueError("timing needs rest_s and rest_from_call_s >= 0")
 
     @property
     def settles(self) -> bool:
@@ -103,6 +111,28 @@ class TimingPolicy:
         if self.unsustained_warmup_s is not None and call_s < self.sustain_from_call_s:
             policy = replace(policy, warmup_s=self.unsustained_warmup_s, unsustained_warmup_s=None)
         return policy.for_long_calls() if policy.is_long(call_s) else policy
+
+    def rest_before(self, call_s: float) -> float:
+        """How long the device idles before a case's timed windows (after its warm-up calls): ``rest_s`` for a call
+        of ``rest_from_call_s`` or more that is not timed under sustained load (``for_sustained``) nor a window of its
+        own. Such a cell (a BERT-large block at batch 128, 4.4 ms a call) reads what the cells before it left: right
+        after 0.4 s of load its first windows on the H200 were 14 % slower than after a rest and 22 % apart over
+        four trials; after 40 ms idle, 0.5 % apart (benchmarks/rest_before_cell.py). Its first call used to make
+        that pause, before the call was prepared ahead."""
+        if not self.rest_s or call_s < self.rest_from_call_s or self.is_long(call_s):
+            return 0.0
+        return 0.0 if self.unsustained_warmup_s is not None else self.rest_s
+
+    def warmup_limit(self, timed_call_s: float) -> float:
+        """About when a settling warm-up ends, settled or not, once its timed repeats say a call takes
+        ``timed_call_s``. A call under ``brief_call_s`` (a 512^3 product: less time than the L2 flush before it)
+        times the launch and the clock's dithering at light load, which no warm-up removes: on the H200 such
+        cells' windows agreed within 1 % in 0.3 s in 3 of 8, and moved by up to 4.9 % between runs all the same,
+        so theirs ends at ``brief_max_warmup_s``. (Told by the timed repeats, not the warm-up calls: a first call's
+        events also hold the host's launch.)"""
+        if timed_call_s < self.brief_call_s:
+            return min(self.max_warmup_s, max(self.brief_max_warmup_s, self.warmup_s))
+        return self.max_warmup_s
 
     def warmed_up(self, calls: int, elapsed_s: float, call_s: float) -> bool:
         """Whether the warm-up calls may stop after ``calls`` of them, ``elapsed_s`` since the case began, the
@@ -264,6 +294,8 @@ def repeat(
             times = take()
             fed += len(times)
             settled = settling.add(times)
+            if times and policy.brief_call_s:
+                limit = min(limit, policy.warmup_limit(statistics.median(times)))
         samples = list(settling.steady)
     warmup_end = time.perf_counter()
     steady_s = sum(samples) * calls  # the kept windows' time counts towards the measuring window
@@ -351,6 +383,11 @@ class CpuTimer:
     def rehearse(self, fn: Callable[[], object]) -> bool:
         """Nothing to prepare ahead on a CPU: a call there is the work itself."""
         return False
+
+
+#: What a rehearsing process may keep cached of its dropped captures' memory (a spare that prepared 100 large cells
+#: had held 88 GiB on the H200, and a training step beside it ran out of memory).
+REHEARSAL_RESERVE_BYTES = 4 << 30
 
 
 class CudaTimer:
@@ -461,6 +498,10 @@ class CudaTimer:
             return False
         finally:
             del graph
+            # The dropped capture's memory stays cached for this process: past a bound, give it back, so that
+            # preparing many large cells does not take the device memory the measuring process beside it needs.
+            if torch.cuda.memory_reserved(self.device) > REHEARSAL_RESERVE_BYTES:
+                torch.cuda.empty_cache()
         return True
 
     def measure(
@@ -486,6 +527,10 @@ class CudaTimer:
             else:
                 calls = 1
         capture_s = time.perf_counter() - captured
+        rest_s = policy.rest_before(gpu_s)
+        if rest_s:
+            self._sync()
+            time.sleep(rest_s)
 
         def batch(count: int) -> Callable[[], list[float]]:
             read = self._enqueue(body, count, flush)

@@ -36,7 +36,7 @@ harness() {
   [ -n "${HARNESS_FIRST-}" ] && [ -n "${HARNESS-1}" ] && harness
   if [ -n "${GPU_TESTS-}" ]; then
     log "gpu tests: $GPU_TESTS"
-    $PY -m pytest -m gpu $GPU_TESTS -q -p no:cacheprovider 2>&1 | tail -n 15
+    $PY -m pytest -m gpu $GPU_TESTS ${GPU_TESTS_K:+-k "$GPU_TESTS_K"} -q -p no:cacheprovider 2>&1 | tee "$OUT/$NAME-gpu-tests.txt" | tail -n 8
   fi
   DB=/tmp/speed-$NAME.duckdb
   rm -f "$DB" "$DB".* /tmp/speed-port

@@ -49,7 +49,7 @@ Row = dict[str, Any]
 
 
 class Sampler:
-    """NVML readings (monotonic time, SM clock MHz, power W) every ``interval_s``, in a thread."""
+    """NVML readings (monotonic time, SM clock MHz, power W, GPU °C) every ``interval_s``, in a thread."""
 
     def __init__(self, index: int, interval_s: float = 0.005) -> None:
         import pynvml
@@ -58,7 +58,7 @@ class Sampler:
         self._nvml = pynvml
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         self.interval_s = interval_s
-        self.readings: list[tuple[float, int, float]] = []
+        self.readings: list[tuple[float, int, float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.power_limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3
@@ -68,7 +68,8 @@ class Sampler:
         while not self._stop.is_set():
             clock = m.nvmlDeviceGetClockInfo(h, m.NVML_CLOCK_SM)
             power = m.nvmlDeviceGetPowerUsage(h) / 1e3
-            self.readings.append((time.monotonic(), clock, power))
+            celsius = m.nvmlDeviceGetTemperature(h, m.NVML_TEMPERATURE_GPU)
+            self.readings.append((time.monotonic(), clock, power, celsius))
             time.sleep(self.interval_s)
 
     def __enter__(self) -> Sampler:
@@ -83,10 +84,11 @@ class Sampler:
     def window(self, start: float, end: float) -> dict[str, float | None]:
         inside = [r for r in self.readings if start <= r[0] <= end]
         if not inside:
-            return {"sm_clock_mhz": None, "power_w": None, "samples": 0}
+            return {"sm_clock_mhz": None, "power_w": None, "temperature_c": None, "samples": 0}
         return {
             "sm_clock_mhz": statistics.median(r[1] for r in inside),
             "power_w": statistics.fmean(r[2] for r in inside),
+            "temperature_c": max(r[3] for r in inside),
             "samples": len(inside),
         }
 
@@ -200,7 +202,7 @@ def series(args: argparse.Namespace, target: Target, sampler: Sampler, dtype: st
             state = sampler.window(began + low, began + high)
             buckets.append({"from_s": low, "to_s": high, "calls": len(inside),
                             "tflops": flops / statistics.median(inside) / 1e12, **state})  # fmt: skip
-    return {"dtype": dtype, "n": n, "wall_s": ended - began, "buckets": buckets,
+    return {"dtype": dtype, "n": n, "idle_s": args.idle_series, "wall_s": ended - began, "buckets": buckets,
             "per_call_s": [round(s, 9) for _, s in calls], "at_s": [round(t, 6) for t, _ in calls]}  # fmt: skip
 
 
@@ -228,9 +230,11 @@ def series_table(runs: list[Row]) -> str:
     lines = []
     for s in runs:
         cells = " ".join(
-            f"{b['from_s']:g}-{b['to_s']:g}s:{b['tflops']:.0f}@{b['sm_clock_mhz'] or 0:.0f}" for b in s["buckets"]
+            f"{b['from_s']:g}-{b['to_s']:g}s:{b['tflops']:.0f}@{b['sm_clock_mhz'] or 0:.0f}"
+            + (f"/{b['temperature_c']}C" if b.get("temperature_c") is not None else "")
+            for b in s["buckets"]
         )
-        lines.append(f"{s['dtype']} n={s['n']}: {cells}")
+        lines.append(f"{s['dtype']} n={s['n']} after {s.get('idle_s', 1.0):g} s idle: {cells}")
     return "\n".join(lines)
 
 
@@ -268,6 +272,7 @@ def main() -> None:
     parser.add_argument("--series", default="", help="cells timed call by call from idle, e.g. bf16:16384,tf32:8192")
     parser.add_argument("--series-s", type=float, default=2.0)
     parser.add_argument("--idle-series", type=float, default=1.0)
+    parser.add_argument("--no-cells", action="store_true", help="only the series, no method comparison")
     parser.add_argument("--chunk", type=int, default=4, help="series calls enqueued between host synchronisations")
     args = parser.parse_args()
     if args.report:
@@ -287,7 +292,7 @@ def main() -> None:
         for cell in filter(None, args.series.split(",")):
             dtype, n = cell.split(":")
             runs.append(series(args, target, sampler, dtype, int(n)))
-        rows = measure_cells(args, target, sampler)
+        rows = [] if args.no_cells else measure_cells(args, target, sampler)
         limit = sampler.power_limit_w
     versions = {"torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__,
                 "gpu": torch.cuda.get_device_name(0), "power_limit_w": limit, "policy": args.policy}  # fmt: skip

@@ -80,7 +80,8 @@ class Child:
         return self.times["imported"] is not None
 
     def rehearse(self, target: Target, policy: TimingPolicy, jobs: list[Job]) -> None:
-        """Ask it to prepare ``jobs``' first calls on ``target`` while it waits (it stops at the next message)."""
+        """Ask it to prepare ``jobs``' first calls on ``target``, in that order, while it waits (it stops at the next
+        message)."""
         work = [(id(job.bench), job.bench, job.case) for job in jobs]
         self._send(("rehearse", target, policy, work))
         self._sent.update(key for key, _, _ in work)
@@ -190,9 +191,10 @@ class ProcessLauncher:
         """Start ``count`` children now, importing ``warm`` (the modules the run's benchmarks declare).
 
         One after another (``count`` 1) with modules to import, two start: one without them, which measures the
-        cases that need none (matmul, memory, transfers) as soon as torch is imported, and one importing them, which
-        takes over at the first case that needs them. Model code's imports (12 s on the H200) then overlap the first
-        cases instead of delaying them: the health profile's critical path."""
+        cases that need none (matmul, memory, transfers, the lean Llama) as soon as torch is imported, and one
+        importing them, which takes over at the first case that needs them. Model code's imports (10-15 s on the
+        H200) then overlap the first cases instead of delaying them, and, on a GPU, the second prepares the first
+        calls of its cases meanwhile (``_rehearse_ahead``)."""
         self._warm = tuple(dict.fromkeys(warm))
         if self._warm and count == 1 and not self.parallel:
             self._spares.append(self._spawn(()))
@@ -209,26 +211,30 @@ class ProcessLauncher:
         return child
 
     def processes(self, origin: float) -> list[ProcessTimes]:
-        """Every child this launcher started, its moments in seconds from ``origin`` (time.monotonic)."""
+        """Every child this launcher started, its moments in seconds from ``origin`` (time.monotonic); a spare's
+        imports are dated once it has said they are done, whether it measured or not."""
         with self._lock:
             children = list(self._children)
+        for child in children:
+            child.has_imported()
         return [process_times(c.name, c.times, origin, c.warm) for c in children]
 
     def _covers(self, child: Child, needs: tuple[str, ...]) -> bool:
         return set(needs) <= set(child.warm)
 
-    def _warm_spare_for(self, needs: tuple[str, ...], *, imported: bool = False) -> bool:
-        """Whether a started spare imports ``needs`` (so the running child should hand over to it); ``imported``:
-        one that has finished importing them."""
+    def _warm_spare_for(self, needs: tuple[str, ...]) -> bool:
+        """Whether a started spare imports ``needs`` (so the running child should hand over to it)."""
         with self._lock:
-            return any(self._covers(c, needs) and (not imported or c.has_imported()) for c in self._spares)
+            return any(self._covers(c, needs) for c in self._spares)
 
     def _rehearse_ahead(
         self, child: Child, jobs: list[Job], needed: list[tuple[str, ...]], rest: tuple[str, ...]
     ) -> None:
         """Once a spare that imports what ``child`` lacks (of ``rest``, what ``jobs`` need) has imported it, it
         prepares the first calls of the cases that will be its (the GPU untouched) while ``child`` measures the cases
-        before them."""
+        before them. One spare only: two, each preparing half, got less done between them on the H200 than one alone
+        (the driver's compiles contend), and the second's dropped capture memory (88 GiB) left a training step out
+        of memory."""
         if self._covers(child, rest) or not jobs[0].target.is_gpu:  # on a CPU, preparing would compete with measuring
             return
         with self._lock:
@@ -314,13 +320,10 @@ class ProcessLauncher:
                 started = finish.now()
                 try:
                     needs = needed[n]
+                    # Hand over at the first case that needs model code, not before: while this child still has
+                    # cases of its own, the spare prepares the first calls of those that will be its (on the H200
+                    # 70-100 ms of the host's time each for a layer cell, 132 of them in the standard suite).
                     swap = child is not None and not self._covers(child, needs) and self._warm_spare_for(needs)
-                    # A new benchmark: hand over as soon as the child that imported the model code is ready, even
-                    # to cases that need none of it, so the GPU never waits for imports later.
-                    new_bench = n > 0 and job.bench is not jobs[n - 1].bench
-                    if child is not None and not swap and new_bench and not self._covers(child, rests[n]):
-                        swap = self._warm_spare_for(rests[n], imported=True)
-                        needs = rests[n] if swap else needs
                     if child is not None and swap:
                         child.close()  # its cases are done; the spare that imported the model code goes on
                         child = None

@@ -176,6 +176,44 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
     assert time.monotonic() - began < 60
 
 
+def test_the_first_child_keeps_every_case_that_needs_no_model_code_and_the_other_takes_over_at_the_first_that_does(
+) -> None:  # fmt: skip
+    """Two benchmarks that import no model code, then a BERT layer cell, with the model-importing child ready before
+    the first case: the first child still measures both (on a GPU the other prepares its layer cells meanwhile),
+    and the model-importing one is set up only for the layer cell."""
+    from agent.benchmarks.bandwidth import BandwidthBenchmark, BandwidthGrid
+    from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
+    from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.launchers import launchers_for
+    from agent.monitor import Monitor
+    from agent.runner import CaseEvent, run_cases
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
+    launchers = launchers_for("process", policy)
+    layer = LayerGrid(model="bert-tiny", seq_lens=(16,), batches=(2,), dtypes=("fp32",), modes=("fwd",))
+    benches = [MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp32",))),
+               BandwidthBenchmark(BandwidthGrid(scale=(1 << 16,))), BertLayerBenchmark(layer)]  # fmt: skip
+    launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
+    waited = time.monotonic() + 120
+    while not any(p.modules and p.imported_s is not None for p in launchers.device.processes(0.0)):
+        assert time.monotonic() < waited, "the model-importing child never finished importing"
+        time.sleep(0.05)
+    ends: dict[str, float] = {}
+
+    def ended(event: CaseEvent) -> None:
+        if event.result is not None:
+            ends[event.benchmark] = time.monotonic()
+
+    results = run_cases(benches, [cpu_target()], [], policy, Monitor(None, {}), launchers=launchers, on_event=ended)
+    assert [r.status for r in results] == ["ok"] * 3, [r.reason for r in results]
+    first, model = sorted(launchers.device.processes(0.0), key=lambda p: bool(p.modules))
+    assert model.imported_s is not None and model.imported_s < ends["matmul"]
+    assert first.stopped_s is not None and model.ready_s is not None
+    assert ends["bandwidth"] <= first.stopped_s <= model.ready_s <= ends["layer_bert"]
+
+
 def test_a_spare_rehearses_the_cases_it_is_sent_then_measures_them_as_its_own(tmp_path: Path) -> None:
     """The child as its own program: asked to rehearse two layer cases while it waits (nothing to prepare on a CPU,
     but the benchmark and its built block stay), then set up and sent the cases without the benchmark again."""

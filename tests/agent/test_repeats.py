@@ -128,6 +128,35 @@ def test_a_drift_that_never_ends_is_unsettled_at_the_limit_and_still_measured() 
     assert done.warmup_end - began >= SETTLING.max_warmup_s
 
 
+def test_a_brief_call_that_never_settles_stops_warming_up_at_its_own_limit() -> None:
+    """A call shorter than ``brief_call_s`` dithers with the launch and the clock: its warm-up ends at
+    ``brief_max_warmup_s``, settled or not; a longer one keeps the full limit."""
+    policy = replace(SETTLING, brief_call_s=1.6e-5, brief_max_warmup_s=0.1)
+    assert (policy.warmup_limit(8e-6), policy.warmup_limit(2e-5)) == (0.1, SETTLING.max_warmup_s)
+    assert TimingPolicy().warmup_limit(1e-7) == TimingPolicy().max_warmup_s  # no such rule unless a suite asks
+
+    def warm_up(call_s: float) -> tuple[bool | None, float]:
+        per_window = round(SETTLING.settle_window_s / call_s)  # windows 12 % apart, for ever
+        dither = (call_s * (1 + 0.12 * ((i // per_window) % 2)) for i in itertools.count())
+        began = time.perf_counter()
+        done = repeat(_series(dither), replace(policy, batch=400), began, per_repeat_s=call_s)
+        return done.settled, done.warmup_end - began
+
+    brief, longer = warm_up(8e-6), warm_up(2e-5)
+    assert brief[0] is False and 0.1 <= brief[1] < SETTLING.max_warmup_s, brief
+    assert longer[0] is False and longer[1] >= SETTLING.max_warmup_s, longer
+
+
+def test_a_heavy_settling_call_rests_the_device_first_and_a_sustained_or_long_one_does_not() -> None:
+    policy = replace(SETTLING, rest_s=0.04, rest_from_call_s=2e-3, sustain_s=0.15, long_call_s=0.05)
+    assert (policy.rest_before(4e-3), policy.rest_before(1e-3)) == (0.04, 0.0)  # a 4 ms block rests, a 1 ms one not
+    assert policy.rest_before(0.2) == 0.0  # a window of its own: its warm-up call is the state it is timed in
+    assert policy.for_sustained().for_call(4e-3).rest_before(4e-3) == 0.0  # timed under load on purpose
+    assert TimingPolicy().rest_before(1.0) == 0.0  # no rest unless a suite asks for one
+    with pytest.raises(ValueError, match="rest_s"):
+        TimingPolicy(rest_s=-1.0)
+
+
 def test_a_sustained_rate_warms_up_for_at_least_sustain_s() -> None:
     policy = replace(SETTLING, sustain_s=0.1).for_sustained()
     began = time.perf_counter()

@@ -1,5 +1,6 @@
-"""The GPU-only measuring scripts of issues 23 and 24 (benchmarks/gemv_sweep.py, benchmarks/layer_first_calls.py):
-what can be checked without a GPU, that they start and that the sweep times the products a decode step makes."""
+"""The GPU-only measuring scripts of issues 23 and 24 (benchmarks/gemv_sweep.py, layer_first_calls.py,
+rest_before_cell.py): what can be checked without a GPU, that they start and that the sweep times the products a
+decode step makes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from benchmarks.gemv_sweep import projections
 from tests.conftest import ROOT
 
 
-@pytest.mark.parametrize("script", ["gemv_sweep.py", "layer_first_calls.py"])
+@pytest.mark.parametrize("script", ["gemv_sweep.py", "layer_first_calls.py", "rest_before_cell.py"])
 def test_the_gpu_scripts_start_and_say_what_they_measure(script: str) -> None:
     done = subprocess.run([sys.executable, f"benchmarks/{script}", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
