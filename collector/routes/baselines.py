@@ -14,7 +14,8 @@ from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 from .. import views
 from ..auth import Admin, Reader
 from ..baselines import parse_tags
-from ..errors import InvalidBaseline, PayloadTooLarge
+from ..errors import InvalidBaseline
+from .bodies import read_body
 from .deps import StoreDep
 
 router = APIRouter(prefix="/api/v1/baselines", tags=["baselines"])
@@ -55,17 +56,17 @@ def show(ident: str, _: Reader, store: StoreDep) -> Response:
 
 IMPORT_ANSWERS: dict[int | str, dict[str, Any]] = {
     200: {"description": "This bundle was imported before"},
+    413: {"description": "Over 8 MiB on the wire or after gunzip"},
+    415: {"description": "A Content-Encoding other than gzip"},
     422: {"description": "Not a valid bundle; the message says why"},
 }
 
 
 @router.post("", status_code=201, responses=IMPORT_ANSWERS)
 async def import_baseline(request: Request, _: Admin, store: StoreDep, response: Response) -> dict[str, Any]:
-    """Import a bundle, checked whole first (format, schema version, fields, content hash): nothing of a bundle that
-    fails is stored."""
-    body = await request.body()
-    if len(body) > MAX_BUNDLE_BYTES:
-        raise PayloadTooLarge(f"a baseline bundle is at most {MAX_BUNDLE_BYTES} bytes")
+    """Import a bundle (JSON, or gzip with Content-Encoding), checked whole first (format, schema version, fields,
+    content hash): nothing of a bundle that fails is stored."""
+    body = (await read_body(request, MAX_BUNDLE_BYTES))[0]  # refused past the limit before it is all read
     try:
         bundle = parse_bundle(body, expect_sha256=request.query_params.get("sha256"))
     except BaselineError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import zlib
 from typing import Annotated
 from uuid import UUID
 
@@ -12,11 +11,12 @@ from fastapi import APIRouter, Query, Request, Response
 from schemas import RunAccepted, RunsPage, RunSummary
 
 from ..auth import Reader, Writer
-from ..errors import BadEncoding, BadGzip, Busy, InvalidRun, PayloadTooLarge, StorageUnavailable
+from ..errors import Busy, InvalidRun, StorageUnavailable
 from ..metrics import Metrics
 from ..settings import Settings
 from ..store import Store
 from ..validation import Validator
+from .bodies import read_body
 from .deps import LiveStoreDep, MetricsDep, SettingsDep, StoreDep, ValidatorDep
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
@@ -59,6 +59,8 @@ async def _store_posted(
     request: Request, token: str, store: Store, settings: Settings, metrics: Metrics, validator: Validator
 ) -> Response:
     body, gzipped = await read_body(request, settings.max_body_bytes)
+    if not body:
+        raise InvalidRun("the request body is empty; send a run as JSON")
     checked = await validator.check(body, gzip_it=gzipped is None)
     payload = gzipped if gzipped is not None else checked.gzipped
     assert payload is not None
@@ -77,43 +79,6 @@ async def _store_posted(
     # A Response goes out as it is: FastAPI would otherwise validate the model it was just built from again.
     return Response(accepted.model_dump_json(), status_code=201 if stored.status == "created" else 200,
                     media_type="application/json")  # fmt: skip
-
-
-async def read_body(request: Request, limit: int) -> tuple[bytes, bytes | None]:
-    """The (inflated) body and, if it came gzipped, the bytes as sent; refused with 413 as soon as it passes
-    ``limit`` bytes on the wire or inflated, never read whole first."""
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("identity", "gzip"):
-        raise BadEncoding(f"Content-Encoding {encoding!r} is not supported; send identity or gzip")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit}")
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
-    chunks: list[bytes] = []
-    sent: list[bytes] = []
-    wire = size = 0
-    async for chunk in request.stream():
-        wire += len(chunk)
-        if wire > limit:
-            raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
-        if inflate is not None:
-            sent.append(chunk)
-            try:
-                # Inflate at most what is left under the limit: a gzip bomb stops here, not in memory.
-                chunk = inflate.decompress(chunk, limit - size + 1)
-            except zlib.error as exc:
-                raise BadGzip(f"the body is not valid gzip: {exc}") from None
-            if inflate.unconsumed_tail:
-                raise PayloadTooLarge(f"the body inflates past the limit of {limit} bytes")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the body inflates past the limit of {limit} bytes")
-        chunks.append(chunk)
-    if inflate is not None and not inflate.eof:
-        raise BadGzip("the gzip body is truncated")
-    if not size:
-        raise InvalidRun("the request body is empty; send a run as JSON")
-    return b"".join(chunks), b"".join(sent) if inflate is not None else None
 
 
 @router.get("")

@@ -5,6 +5,7 @@ evaluated as those tools evaluate them, against flopfleet's own verdict."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -533,6 +534,15 @@ def test_the_api_refuses_a_bad_bundle_naming_why_and_needs_an_admin_token(tmp_pa
         assert httpx.post(url, content=json.dumps(data), timeout=30).status_code == 401
         listed = httpx.get(url, headers=site.auth, timeout=30).json()
         assert [b["origin"] for b in listed] == ["bundled"] * len(bundled())
+        # Read as runs are: over 8 MiB on the wire or inflated is 413 before the body is held whole; gzip is taken.
+        over = httpx.post(url, content=b" " * (9 << 20), headers=site.auth, timeout=30)
+        assert over.status_code == 413 and "limit is 8388608" in over.json()["error"]["message"]
+        bomb = httpx.post(url, content=gzip.compress(b" " * (64 << 20)), timeout=30,
+                          headers={**site.auth, "Content-Encoding": "gzip"})  # fmt: skip
+        assert bomb.status_code == 413 and "inflates past" in bomb.json()["error"]["message"]
+        zipped = httpx.post(url, content=gzip.compress(json.dumps(data).encode()), timeout=30,
+                            headers={**site.auth, "Content-Encoding": "gzip"})  # fmt: skip
+        assert zipped.status_code == 201 and zipped.json()["cards"] == [CARD]
 
 
 def test_check_refuses_an_unreadable_baseline_file_as_unknown(tmp_path: Path) -> None:
