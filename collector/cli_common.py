@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,8 +14,18 @@ from rich.console import Console
 if TYPE_CHECKING:
     from .settings import Settings
 
-out = Console()
-err = Console(stderr=True)
+
+def console(stderr: bool = False) -> Console:
+    """The terminal's width on a terminal (or ``COLUMNS``); piped into a file, ``grep`` or a script, lines and tables at
+    their own width instead of rich's default 80 columns, which cut a table's cells and a message's names in two."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or os.environ.get("COLUMNS"):
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=1_000, soft_wrap=True)
+
+
+out = console()
+err = console(stderr=True)
 
 DbOpt = Annotated[Path, typer.Option("--db", envvar="FLOPFLEET_DB", help="The DuckDB file.")]
 

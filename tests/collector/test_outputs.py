@@ -297,3 +297,26 @@ def test_compare_csv_answers_a_wrong_choice_of_cards_with_400(served: Collector,
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["code"] == "bad_request" and says in error["message"], error
+
+
+def test_piped_output_keeps_its_lines_whole_where_no_terminal_width_is_set(tmp_path: Path) -> None:
+    """Into a file, ``grep`` or a script, a table's cells and a message stay on their lines: rich would otherwise
+    wrap both at its default 80 columns (a token list with a 64-character name cut its cells across lines)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    name = "fleet-" + "x" * 58
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+
+    def piped(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "collector", *args, "--db", str(tmp_path / "t.duckdb")],
+                              capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    piped("token", "create", "--name", name, "--scope", "write", "--scope", "read", "--scope", "admin")
+    listed = piped("token", "list")
+    assert any(name in line and "admin" in line and "2026" in line for line in listed.splitlines()), listed
