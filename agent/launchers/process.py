@@ -233,8 +233,8 @@ class ProcessLauncher:
         """Once a spare that imports what ``child`` lacks (of ``rest``, what ``jobs`` need) has imported it, it
         prepares the first calls of the cases that will be its (the GPU untouched) while ``child`` measures the cases
         before them. One spare only: two, each preparing half, got less done between them on the H200 than one alone
-        (the driver's compiles contend), and the second's dropped capture memory (88 GiB) left a training step out
-        of memory."""
+        (why was not measured; they share the host and the driver), and the second's dropped capture memory (88 GiB)
+        left a training step out of memory."""
         if self._covers(child, rest) or not jobs[0].target.is_gpu:  # on a CPU, preparing would compete with measuring
             return
         with self._lock:
