@@ -67,7 +67,7 @@ class TimingPolicy:
     unsustained_warmup_s: float | None = None  # the warm-up for_sustained raised (None: it did not)
     long_call_s: float = 0.0  # > 0: a call this long is a window of its own (for_long_calls)
     long_repeats: int = 3  # ... and this many of them are enough
-    brief_call_s: float = 0.0  # > 0: a call shorter than this warms up for brief_max_warmup_s at most (for_call)
+    brief_call_s: float = 0.0  # > 0: a call shorter than this warms up for brief_max_warmup_s at most (warmup_limit)
     brief_max_warmup_s: float = 0.1
     rest_s: float = 0.0  # the device idles this long before the timed windows of a call of rest_from_call_s or more
     rest_from_call_s: float = 0.0
