@@ -47,10 +47,10 @@ DDL: dict[str, str] = {
         device_id VARCHAR NOT NULL, value DOUBLE NOT NULL, first_at TIMESTAMPTZ NOT NULL,
         started_at TIMESTAMPTZ NOT NULL)""",
     # Each agent-measured GPU's last ``HISTORY_KEPT`` measurements of each health figure: the verdicts' own history,
-    # confirmation and run-to-run spread.
+    # confirmation and run-to-run spread (of the suite that measured the newest: ``Reads.health_history``).
     "health_history": """CREATE TABLE IF NOT EXISTS health_history (
         device_id VARCHAR NOT NULL, figure VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL, run_id UUID NOT NULL,
-        started_at TIMESTAMPTZ NOT NULL, value DOUBLE NOT NULL)""",
+        started_at TIMESTAMPTZ NOT NULL, value DOUBLE NOT NULL, suite VARCHAR)""",
     # Each multi-GPU machine's (host and GPU count) latest collective and data-parallel figures.
     "machine_latest": """CREATE TABLE IF NOT EXISTS machine_latest (
         hostname VARCHAR NOT NULL, world_size INTEGER NOT NULL, run_id UUID NOT NULL, started_at TIMESTAMPTZ NOT NULL,
@@ -161,7 +161,8 @@ def refresh_sql(*, figures_sql: str, machines: bool = True) -> list[str]:
             {"first_at": "min(u.first_at)"},
         ),
         *_history_sql(
-            f"""SELECT d.device_id, f.figure, d.gpu_model, f.run_id, d.started_at, f.value FROM {figures_of}
+            f"""SELECT d.device_id, f.figure, d.gpu_model, f.run_id, d.started_at, f.value, nr.suite FROM {figures_of}
+                JOIN new_runs nr ON nr.run_id = f.run_id
                 WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND f.figure IN ({_HEALTH_FIGURES})"""
         ),
         """CREATE OR REPLACE TEMP TABLE new_card_runs AS
@@ -209,13 +210,17 @@ def _history_sql(candidates: str) -> list[str]:
 
 
 #: ``health_history`` for a database an older collector wrote (its runs have summaries but no history rows).
-HISTORY_BACKFILL = f"""INSERT INTO health_history
-    SELECT device_id, figure, gpu_model, run_id, started_at, value FROM (
-        SELECT d.device_id, f.figure, d.gpu_model, f.run_id, d.started_at, f.value,
+HISTORY_BACKFILL = f"""INSERT INTO health_history BY NAME
+    SELECT device_id, figure, gpu_model, run_id, started_at, value, suite FROM (
+        SELECT d.device_id, f.figure, d.gpu_model, f.run_id, d.started_at, f.value, ru.suite,
                row_number() OVER (PARTITION BY d.device_id, f.figure ORDER BY d.started_at DESC, f.run_id) AS n
         FROM figures f JOIN device_runs d ON d.run_id = f.run_id AND d.gpu_index IS NOT DISTINCT FROM f.gpu_index
+        JOIN runs ru ON ru.run_id = f.run_id
         WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND f.figure IN ({_HEALTH_FIGURES}))
     WHERE n <= {HISTORY_KEPT}"""
+#: The suite of each kept measurement, for a ``health_history`` an older collector kept without it.
+HISTORY_SUITES = """UPDATE health_history h SET suite = ru.suite FROM runs ru
+    WHERE ru.run_id = h.run_id AND h.suite IS NULL"""
 
 
 #: The points of the charts, from new results: (run_id, gpu_index, chart, series, x, value).

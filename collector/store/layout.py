@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: The layout of the database file; a file written by a newer collector is refused, not misread. 2: the summaries
 #: kept at ingest (``aggregates``), built for older files when they are first opened.
-DB_VERSION = 3  # 3: health_history
+DB_VERSION = 4  # 3: health_history; 4: the suite of each value it keeps
 #: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
 DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
 #: Tables that are not flattened from runs: the archive's record, prices for price/performance, and baselines
@@ -159,6 +159,11 @@ def _layout(cur: duckdb.DuckDBPyConnection) -> None:
         cur.execute(sql)
     if not had_history:  # an older collector's database: the verdicts' history from the figures it kept
         cur.execute(aggregates.HISTORY_BACKFILL)
+    elif not count(
+        cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'health_history' AND column_name = 'suite')"
+    ):  # kept before it said which suite measured each value
+        cur.execute("ALTER TABLE health_history ADD COLUMN suite VARCHAR")
+        cur.execute(aggregates.HISTORY_SUITES)
     for name, sql in VIEWS.items():
         cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on

@@ -99,6 +99,39 @@ def test_a_gpu_that_drops_against_its_own_history_is_caught_without_peers(tmp_pa
         assert judged.threshold == MIN_THRESHOLD
 
 
+def test_a_gpu_measured_by_two_suites_is_held_against_its_own_history_in_the_suite_of_its_newest(
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The standard suite's matmul read 680 on this lone GPU for six runs; the health profile, timed differently,
+    reads 3.5 % lower, steadily. Held against a history of both, the step between the suites widened its threshold
+    to 7.7 %, then 13.9 %, and a real 4 % drop went unseen; held against its health runs, the threshold stays the
+    minimum and the drop is caught."""
+
+    def add(hour: int, bf16: float, suite: str) -> None:
+        results = [
+            matmul(8192, "bf16", bf16),
+            bandwidth(1 << 28, 4200.0),
+            layer("bert_layer", "fwd+bwd", 64, 512, 470.0),
+        ]
+        store.add_run(make_run(results, gpus=[gpu(H200, memory_gib=141, host="solo")], hostname="solo", suite=suite,
+                               started=T0 + timedelta(hours=hour),
+                               run_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"solo-{hour}"))))  # fmt: skip
+
+    with Store(tmp_path / "f.duckdb") as store:
+        for hour, bf16 in enumerate((680.0, 684.0, 677.0, 681.0, 679.0, 683.0)):
+            add(hour, bf16, "standard")
+        for hour, bf16 in enumerate((656.0, 657.0, 655.0, 656.0, 658.0, 656.0), start=6):
+            add(hour, bf16, "health")
+        v = _verdicts(store)["solo"]
+        judged = v.figures["matmul_bf16"]
+        history = next(r for r in judged.references if r.name == "history")
+        assert v.level is Level.ok and judged.threshold == MIN_THRESHOLD, v.reasons
+        assert history.value == pytest.approx(656.0, abs=1.0) and history.count == 3  # its health runs only
+        add(12, 630.0, "health")
+        add(13, 631.0, "health")
+        assert _verdicts(store)["solo"].level is Level.slow  # 4 % below its health runs, twice
+
+
 def test_a_lone_card_far_below_its_models_floor_is_caught_on_its_first_runs(tmp_path: Path) -> None:
     # The DCGM#122 case: an A100 at a third of its siblings' speed, with no sibling measured here.
     with Store(tmp_path / "f.duckdb") as store:
@@ -214,12 +247,35 @@ def test_an_older_database_gets_its_history_on_open(tmp_path: Path) -> None:
     con.execute("DROP TABLE health_history")  # as a collector before this one left it
     con.execute("UPDATE meta SET value = '2' WHERE key = 'db_version'")
     con.close()
-    with pytest.raises(OlderDatabase, match=r"older collector \(db_version 2, this one keeps 3\)"):
+    with pytest.raises(OlderDatabase, match=r"older collector \(db_version 2, this one keeps 4\)"):
         Store(path, read_only=True)  # a reader cannot bring it up to date, and says how
     with Store(path) as store:
         assert _verdicts(store)["n0"].level is Level.slow  # confirmed by the backfilled history
     with Store(path, read_only=True) as store:
         assert _verdicts(store)["n0"].level is Level.slow
+
+
+def test_a_history_kept_without_its_suites_gets_them_on_open(tmp_path: Path) -> None:
+    """A database whose ``health_history`` an older collector (db_version 3) kept without the suite of each value:
+    a reader is refused with how to bring it up to date; the writer adds the column from the runs, and the
+    verdicts hold each GPU to its history in its newest run's suite."""
+    import duckdb
+
+    path = tmp_path / "v3.duckdb"
+    with Store(path) as store:
+        for hour, bf16 in enumerate((680.0, 682.0, 679.0, 681.0)):
+            _add(store, "n0", hour, bf16)
+        store.settle()
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE health_history DROP COLUMN suite")
+    con.execute("UPDATE meta SET value = '3' WHERE key = 'db_version'")
+    con.close()
+    with pytest.raises(OlderDatabase, match=r"db_version 3, this one keeps 4"):
+        Store(path, read_only=True)
+    with Store(path) as store:
+        suites = store.sql("SELECT DISTINCT suite FROM health_history")
+        assert [tuple(r) for r in suites.rows] == [("standard",)], suites
+        assert _verdicts(store)["n0"].figures["matmul_bf16"].value == 681.0
 
 
 def test_a_figure_with_heavy_tailed_dips_has_its_own_minimum_and_two_dips_are_no_alarm(tmp_path: Path) -> None:
