@@ -104,7 +104,15 @@ class _Others:
 
     def __init__(self, devices: list[dict[str, Any]], figures: dict[tuple[str, str], Found]) -> None:
         ids = [str(d["device_id"]) for d in devices]
-        self.values = {key: sorted(figures[(i, key)][0] for i in ids if (i, key) in figures) for key in FIGURE_KEYS}
+        # Per figure and the suite that measured it: the suites time alike figures differently (as the history).
+        self.values: dict[tuple[str, str], list[float]] = {}
+        for i in ids:
+            for key in FIGURE_KEYS:
+                if (i, key) in figures:
+                    value, _, _, suite = figures[(i, key)]
+                    self.values.setdefault((key, suite), []).append(value)
+        for values in self.values.values():
+            values.sort()
         self.clocks = sorted(float(c) for i in ids if (c := figures.get((i, "matmul_bf16"), _NONE)[2]))
         self.max_clocks = sorted(m for d in devices if isinstance(m := d["sm_clock_max_mhz"], int))
         self.versions = Counter((d["torch"], d["cuda"], d["driver"]) for d in devices)
@@ -211,8 +219,9 @@ def fleet_health(
                 continue
             suites.append(found[3])
             kept = history.get((device, key)) or [found[0]]
-            others = len(peers.values[key]) - 1
-            median = _median_without(peers.values[key], found[0])
+            alike = peers.values[(key, found[3])]
+            others = len(alike) - 1
+            median = _median_without(alike, found[0])
             baseline, note = baseline_reference(baselines, key, card, default_card, found[3], software)
             judged[key] = judge(
                 key,

@@ -132,6 +132,39 @@ def test_a_gpu_measured_by_two_suites_is_held_against_its_own_history_in_the_sui
         assert _verdicts(store)["solo"].level is Level.slow  # 4 % below its health runs, twice
 
 
+def test_a_gpus_peers_are_the_gpus_its_newest_suite_measured(tmp_path: Path) -> None:
+    """Three H200s measured by the standard suite read 680; two checked by the health profile read a steady 3.5 %
+    lower, as that suite does. Held against all four others (median 679, a 3 % threshold from their steady
+    histories) the health GPUs were confirmed slow; their peers are the GPUs the health profile measured, and a
+    real drop beside them is still caught."""
+
+    def add(host: str, hour: int, bf16: float, suite: str) -> None:
+        results = [
+            matmul(8192, "bf16", bf16),
+            bandwidth(1 << 28, 4200.0),
+            layer("bert_layer", "fwd+bwd", 64, 512, 470.0),
+        ]
+        store.add_run(make_run(results, gpus=[gpu(H200, memory_gib=141, host=host)], hostname=host, suite=suite,
+                               started=T0 + timedelta(hours=hour),
+                               run_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{host}-{hour}"))))  # fmt: skip
+
+    with Store(tmp_path / "f.duckdb") as store:
+        for hour, jitter in enumerate((0.0, 1.0, -1.0, 0.5, -0.5, 0.0)):
+            for host, bf16 in (("s0", 680.0), ("s1", 682.0), ("s2", 678.0)):
+                add(host, hour, bf16 + jitter, "standard")
+            add("h0", hour, 656.0 + jitter, "health")
+            add("h1", hour, 657.0 + jitter, "health")
+        verdicts = _verdicts(store)
+        judged = verdicts["h0"].figures["matmul_bf16"]
+        peers = next(r for r in judged.references if r.name == "peers")
+        assert judged.threshold == MIN_THRESHOLD and (peers.value, peers.count) == (657.0, 1), judged
+        assert verdicts["h0"].level is Level.ok and verdicts["h1"].level is Level.ok, verdicts["h0"].reasons
+        assert verdicts["s0"].level is Level.ok  # and the standard suite's GPUs are each other's
+        add("h0", 6, 630.0, "health")
+        add("h0", 7, 631.0, "health")
+        assert _verdicts(store)["h0"].level is Level.slow  # 4 % below its health peer, twice
+
+
 def test_a_lone_card_far_below_its_models_floor_is_caught_on_its_first_runs(tmp_path: Path) -> None:
     # The DCGM#122 case: an A100 at a third of its siblings' speed, with no sibling measured here.
     with Store(tmp_path / "f.duckdb") as store:
