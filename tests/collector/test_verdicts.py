@@ -42,6 +42,7 @@ def _add(
     name: str = H200,
     counters: dict[str, Any] | None = None,
     xids: tuple[int, ...] | None = None,
+    suite: str = "standard",
     **fields: Any,
 ) -> None:
     extra: dict[str, Any] = {"host": host, **fields}
@@ -55,6 +56,7 @@ def _add(
             results,
             gpus=[gpu(name, memory_gib=141, **extra)],
             hostname=host,
+            suite=suite,
             started=T0 + timedelta(hours=hour),
             run_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{host}-{hour}")),
         ),
@@ -106,29 +108,18 @@ def test_a_gpu_measured_by_two_suites_is_held_against_its_own_history_in_the_sui
     reads 3.5 % lower, steadily. Held against a history of both, the step between the suites widened its threshold
     to 7.7 %, then 13.9 %, and a real 4 % drop went unseen; held against its health runs, the threshold stays the
     minimum and the drop is caught."""
-
-    def add(hour: int, bf16: float, suite: str) -> None:
-        results = [
-            matmul(8192, "bf16", bf16),
-            bandwidth(1 << 28, 4200.0),
-            layer("bert_layer", "fwd+bwd", 64, 512, 470.0),
-        ]
-        store.add_run(make_run(results, gpus=[gpu(H200, memory_gib=141, host="solo")], hostname="solo", suite=suite,
-                               started=T0 + timedelta(hours=hour),
-                               run_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"solo-{hour}"))))  # fmt: skip
-
     with Store(tmp_path / "f.duckdb") as store:
         for hour, bf16 in enumerate((680.0, 684.0, 677.0, 681.0, 679.0, 683.0)):
-            add(hour, bf16, "standard")
+            _add(store, "solo", hour, bf16, suite="standard")
         for hour, bf16 in enumerate((656.0, 657.0, 655.0, 656.0, 658.0, 656.0), start=6):
-            add(hour, bf16, "health")
+            _add(store, "solo", hour, bf16, suite="health")
         v = _verdicts(store)["solo"]
         judged = v.figures["matmul_bf16"]
         history = next(r for r in judged.references if r.name == "history")
         assert v.level is Level.ok and judged.threshold == MIN_THRESHOLD, v.reasons
         assert history.value == pytest.approx(656.0, abs=1.0) and history.count == 3  # its health runs only
-        add(12, 630.0, "health")
-        add(13, 631.0, "health")
+        _add(store, "solo", 12, 630.0, suite="health")
+        _add(store, "solo", 13, 631.0, suite="health")
         assert _verdicts(store)["solo"].level is Level.slow  # 4 % below its health runs, twice
 
 
@@ -137,31 +128,20 @@ def test_a_gpus_peers_are_the_gpus_its_newest_suite_measured(tmp_path: Path) -> 
     lower, as that suite does. Held against all four others (median 679, a 3 % threshold from their steady
     histories) the health GPUs were confirmed slow; their peers are the GPUs the health profile measured, and a
     real drop beside them is still caught."""
-
-    def add(host: str, hour: int, bf16: float, suite: str) -> None:
-        results = [
-            matmul(8192, "bf16", bf16),
-            bandwidth(1 << 28, 4200.0),
-            layer("bert_layer", "fwd+bwd", 64, 512, 470.0),
-        ]
-        store.add_run(make_run(results, gpus=[gpu(H200, memory_gib=141, host=host)], hostname=host, suite=suite,
-                               started=T0 + timedelta(hours=hour),
-                               run_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{host}-{hour}"))))  # fmt: skip
-
     with Store(tmp_path / "f.duckdb") as store:
         for hour, jitter in enumerate((0.0, 1.0, -1.0, 0.5, -0.5, 0.0)):
             for host, bf16 in (("s0", 680.0), ("s1", 682.0), ("s2", 678.0)):
-                add(host, hour, bf16 + jitter, "standard")
-            add("h0", hour, 656.0 + jitter, "health")
-            add("h1", hour, 657.0 + jitter, "health")
+                _add(store, host, hour, bf16 + jitter, suite="standard")
+            _add(store, "h0", hour, 656.0 + jitter, suite="health")
+            _add(store, "h1", hour, 657.0 + jitter, suite="health")
         verdicts = _verdicts(store)
         judged = verdicts["h0"].figures["matmul_bf16"]
         peers = next(r for r in judged.references if r.name == "peers")
         assert judged.threshold == MIN_THRESHOLD and (peers.value, peers.count) == (657.0, 1), judged
         assert verdicts["h0"].level is Level.ok and verdicts["h1"].level is Level.ok, verdicts["h0"].reasons
         assert verdicts["s0"].level is Level.ok  # and the standard suite's GPUs are each other's
-        add("h0", 6, 630.0, "health")
-        add("h0", 7, 631.0, "health")
+        _add(store, "h0", 6, 630.0, suite="health")
+        _add(store, "h0", 7, 631.0, suite="health")
         assert _verdicts(store)["h0"].level is Level.slow  # 4 % below its health peer, twice
 
 
