@@ -104,7 +104,8 @@ _LAYER_DTYPES = ("fp16", "bf16")
 #: The standard suite's timing (docs/methodology.md, "Timing"): warm-up until two 8 ms windows of repeats agree
 #: (within 1 %, or within their noise; at most 0.3 s), before that at least 0.15 s of continuous load for a sustained
 #: rate (matmul, a training step) whose calls take 100 us or more (the power limit's transient on the H200 was over
-#: within 0.1 s), then repeats until the median is known to 1 % (at most 0.12 s). Calls of 50 ms or more are windows
+#: within 0.1 s), then repeats until the median is known to 1 % (at most 0.12 s; a median not known by then goes on
+#: to 0.3 s, and is flagged unsettled if it is still not known). Calls of 50 ms or more are windows
 #: of their own: after the warm-up, three are timed. Every case shorter than 20 ms is replayed as a CUDA graph unless
 #: it cannot be captured (matmul decides for itself).
 STANDARD_POLICY = TimingPolicy(
@@ -112,6 +113,7 @@ STANDARD_POLICY = TimingPolicy(
     settle_rel=0.01, settle_window_s=0.008, settle_windows=2, max_warmup_s=0.3, sustain_s=0.15,
     sustain_from_call_s=1e-4, target_rel_ci=0.01, graph_below_s=0.02, graph_target_s=0.002, batch=64,
     long_call_s=0.05, brief_call_s=1.6e-5, brief_max_warmup_s=0.1, rest_s=0.04, rest_from_call_s=2e-3,
+    unknown_max_time_s=0.3,
 )  # fmt: skip
 STANDARD = Suite(
     name="standard",

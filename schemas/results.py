@@ -43,7 +43,7 @@ Flag = Literal[
     "parallel",  # measured while other GPUs of the machine ran too
     "busy",  # measured while another process used the GPU (--when-busy measure)
     "host_bound",  # the host's memory and scheduler set the pace (pageable copies): a figure about the host
-    "unsettled",  # the timings still moved when the warm-up's time limit came
+    "unsettled",  # the timings still moved when the warm-up's time limit came, or the window's median was unknown
 ]
 
 
@@ -53,7 +53,8 @@ class TimingStats(WireModel):
     ``total_s`` is the whole measurement: ``warmup_s`` (warm-up calls and the repeats a settling warm-up left
     out), ``capture_s`` (recording a CUDA graph) and the timed repeats. ``ci_rel`` is how well the median is known:
     the half-width of its distribution-free 95 % confidence interval over the median (None: too few repeats for
-    one). ``settled``: whether a warm-up asked to last until the timings settle saw them settle (None: not asked).
+    one). ``settled``: whether a warm-up asked to last until the timings settle saw them settle, and a window asked to
+    go on until its median is known came to know it (None: neither was asked).
     """
 
     method: TimingMethod

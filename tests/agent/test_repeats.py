@@ -223,3 +223,23 @@ def test_the_process_start_is_dated_by_the_kernel_on_the_shared_monotonic_clock(
     started = float(printed)
     assert launched - 0.05 <= started <= launched + 0.25  # the kernel's clock tick is 10 ms; the sleep is after
     assert process_started() <= time.monotonic()
+
+
+def test_a_window_whose_median_is_unknown_at_its_limit_goes_on_until_it_is_known() -> None:
+    """A 25 ms call gets five repeats in 0.12 s: too few to know the median. With ``unknown_max_time_s`` the window
+    goes on until the median is known (a steady call: at six, the fewest with a 95 % interval), and past it,
+    unknown still, it is unsettled."""
+    policy = replace(SETTLING, settle_rel=0.0, max_time_s=0.12, unknown_max_time_s=0.3, batch=1, sync_s=0.0)
+    steady = repeat(_series(itertools.repeat(0.025)), policy, time.perf_counter(), per_repeat_s=0.025)
+    assert len(steady.samples) == 6 and steady.settled is None
+    unextended = replace(policy, unknown_max_time_s=0.0)
+    assert len(repeat(_series(itertools.repeat(0.025)), unextended, time.perf_counter(), 0.025).samples) == 5
+    # A dip: every third repeat 8 % slow, for ever; the median's interval never narrows to 1 %.
+    dipping = (0.025 * (1.08 if i % 3 == 0 else 1.0) for i in itertools.count())
+    began = time.perf_counter()
+    done = repeat(_series(dipping), policy, began, per_repeat_s=0.025)
+    assert done.settled is False and 0.3 <= time.perf_counter() - began < 0.4 and len(done.samples) >= 11
+    with pytest.raises(ValueError, match="unknown_max_time_s"):
+        TimingPolicy(target_rel_ci=0.01, max_time_s=0.12, unknown_max_time_s=0.1)
+    with pytest.raises(ValueError, match="unknown_max_time_s"):
+        TimingPolicy(unknown_max_time_s=0.3)
