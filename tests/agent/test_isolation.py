@@ -272,3 +272,38 @@ def test_a_rehearsal_that_fails_stops_there_and_its_cases_are_measured_all_the_s
     printed, _ = proc.communicate(timeout=30)
     assert statuses == ["unsupported", "ok"]
     assert proc.returncode == 0 and b"rehearsing layer_bert tf32 fwd" in printed and b"failed" in printed, printed
+
+
+def test_a_relay_takes_over_at_the_second_model_benchmark_with_every_case_measured() -> None:
+    """With a relay (on a GPU by default, asked for here on the CPU): the first child measures the matmul, the second
+    the BERT layer cells and nothing after them, the third takes over at the GPT-2 cells and measures the rest."""
+    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
+    from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.launchers import Launchers, ProcessLauncher
+    from agent.monitor import Monitor
+    from agent.runner import CaseEvent, run_cases
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
+    device = ProcessLauncher(policy, relay=True)
+    launchers = Launchers(device)
+    cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
+    benches = [MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp32",))),
+               BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]
+               Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))]  # type: ignore[arg-type]  # fmt: skip
+    device.prepare(tuple(m for b in benches for m in b.WARM))
+    ends: dict[str, float] = {}
+    starts: dict[str, float] = {}
+
+    def seen(event: CaseEvent) -> None:
+        (starts if event.result is None else ends)[event.benchmark] = time.monotonic()
+
+    results = run_cases(benches, [cpu_target()], [], policy, Monitor(None, {}), launchers=launchers, on_event=seen)
+    assert [r.status for r in results] == ["ok"] * 3, [r.reason for r in results]
+    first, second, relay = sorted(device.processes(0.0), key=lambda p: p.started_s)
+    assert not first.modules and second.modules and relay.modules
+    assert first.stopped_s is not None and second.ready_s is not None and relay.ready_s is not None
+    assert ends["matmul"] <= first.stopped_s <= second.ready_s <= ends["layer_bert"]
+    assert second.stopped_s is not None and ends["layer_bert"] <= second.stopped_s <= relay.ready_s
+    assert starts["layer_gpt2"] <= relay.ready_s <= ends["layer_gpt2"]

@@ -168,3 +168,38 @@ def test_the_model_child_prepares_the_layer_cells_while_the_first_measures_the_p
     assert first.stopped_s is not None and model.ready_s is not None and first.stopped_s <= model.ready_s
     warmups = sorted(r.timing.warmup_s for r in results if r.benchmark == "layer" and r.timing and r.timing.warmup_s)
     assert warmups[len(warmups) // 2] < 0.06, warmups
+
+
+def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_the_first() -> None:
+    """Three children, as a standard run on a GPU has them: the products in the first, BERT's cells in the second,
+    and the third, which prepared GPT-2's cells' first calls while the second measured, takes over at GPT-2's."""
+    import time
+
+    from agent.launchers import launchers_for
+    from agent.runner import CaseEvent
+
+    target = _target()
+    launchers = launchers_for("process", STANDARD_POLICY)
+    cells = {"seq_lens": (96, 160, 224), "batches": (3, 5, 7, 9), "dtypes": ("bf16",)}
+    bert = BertLayerBenchmark(LayerGrid(model="bert-large", **cells))  # type: ignore[arg-type]
+    gpt2 = Gpt2BlockBenchmark(LayerGrid(model="gpt2-medium", **{**cells, "batches": (3, 5)}))  # type: ignore[arg-type]
+    products = MatmulBenchmark(MatmulGrid(sizes=(2048, 8192), dtypes=("bf16",), each_call=True))
+    benches: list[MatmulBenchmark | LayerBenchmark] = [products, bert, gpt2]
+    launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
+
+    def imported() -> bool:
+        return sum(p.imported_s is not None for p in launchers.device.processes(0.0) if p.modules) >= 2
+
+    def wait_for_them(event: CaseEvent) -> None:  # both model-importing children ready before the first case
+        waited = time.monotonic() + 150
+        while event.done == 0 and event.result is None and not imported():
+            assert time.monotonic() < waited
+            time.sleep(0.05)
+
+    results = run_cases(benches, [target], [], STANDARD_POLICY, Monitor(None, {}), launchers=launchers,
+                        on_event=wait_for_them)  # fmt: skip
+    assert [r.status for r in results] == ["ok"] * len(results) and len(results) == 2 + 24 + 12
+    _, second, relay = sorted(launchers.device.processes(0.0), key=lambda p: p.started_s)
+    assert second.stopped_s is not None and relay.ready_s is not None and second.stopped_s <= relay.ready_s
+    gpt2_warmups = sorted(r.timing.warmup_s for r in results[26:] if r.timing and r.timing.warmup_s)
+    assert gpt2_warmups[len(gpt2_warmups) // 2] < 0.06, gpt2_warmups  # prepared: no 70-100 ms first call
