@@ -177,12 +177,13 @@ class ProcessLauncher:
     """
 
     def __init__(self, policy: TimingPolicy, case_timeout_s: float | None = None, parallel: bool = False,
-                 relay: bool | None = None) -> None:  # fmt: skip
+                 relay: bool = False) -> None:  # fmt: skip
         self.policy = policy
         self.case_timeout_s = case_timeout_s or DEFAULT_CASE_TIMEOUT_S
         self.parallel = parallel
-        #: Whether a third child takes over at the second model benchmark (``_relay_point``); None: on a GPU, where
-        #: it can prepare that benchmark's first calls while the second child measures the first's.
+        #: Whether a third child takes over at the second model benchmark (``_relay_point``), having prepared that
+        #: benchmark's first calls on a GPU while the second child measured the first's. Off by default: not yet
+        #: measured on a GPU (docs/methodology.md, "Where cases run").
         self.relay = relay
         self._folder = tempfile.TemporaryDirectory(prefix="flopfleet-children-")
         self._spares: list[Child] = []
@@ -265,7 +266,7 @@ class ProcessLauncher:
             return  # the hand-over finds out why
 
     def _relays(self, jobs: list[Job], at_once: bool) -> bool:
-        return not at_once and bool(jobs) and (jobs[0].target.is_gpu if self.relay is None else self.relay)
+        return self.relay and not at_once and bool(jobs)
 
     def _child_for(self, target: Target, another_device_next: bool, needs: tuple[str, ...] = ()) -> Child:
         """A started child set up for ``target`` (one that has imported ``needs`` where a spare has); a spare is

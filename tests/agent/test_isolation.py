@@ -275,19 +275,21 @@ def test_a_rehearsal_that_fails_stops_there_and_its_cases_are_measured_all_the_s
 
 
 def test_a_relay_takes_over_at_the_second_model_benchmark_with_every_case_measured() -> None:
-    """With a relay (on a GPU by default, asked for here on the CPU): the first child measures the matmul, the second
-    the BERT layer cells and nothing after them, the third takes over at the GPT-2 cells and measures the rest."""
+    """With the relay (off by default; on a CPU it prepares nothing, but hands over all the same): the first child
+    measures the matmul, the second the BERT layer cells and nothing after them, the third takes over at the GPT-2
+    cells and measures the rest."""
     from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
-    from agent.launchers import Launchers, ProcessLauncher
+    from agent.launchers import ProcessLauncher, launchers_for
     from agent.monitor import Monitor
     from agent.runner import CaseEvent, run_cases
     from agent.target import cpu_target
     from agent.timing import TimingPolicy
 
     policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
-    device = ProcessLauncher(policy, relay=True)
-    launchers = Launchers(device)
+    launchers = launchers_for("process", policy, relay=True)
+    device = launchers.device
+    assert isinstance(device, ProcessLauncher)
     cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
     benches = [MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp32",))),
                BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]

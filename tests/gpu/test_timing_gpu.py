@@ -171,15 +171,15 @@ def test_the_model_child_prepares_the_layer_cells_while_the_first_measures_the_p
 
 
 def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_the_first() -> None:
-    """Three children, as a standard run on a GPU has them: the products in the first, BERT's cells in the second,
-    and the third, which prepared GPT-2's cells' first calls while the second measured, takes over at GPT-2's."""
+    """Three children with the relay on: the products in the first, BERT's cells in the second, and the third, which
+    prepared GPT-2's cells' first calls while the second measured, takes over at GPT-2's."""
     import time
 
     from agent.launchers import launchers_for
     from agent.runner import CaseEvent
 
     target = _target()
-    launchers = launchers_for("process", STANDARD_POLICY)
+    launchers = launchers_for("process", STANDARD_POLICY, relay=True)
     cells = {"seq_lens": (96, 160, 224), "batches": (3, 5, 7, 9), "dtypes": ("bf16",)}
     bert = BertLayerBenchmark(LayerGrid(model="bert-large", **cells))  # type: ignore[arg-type]
     gpt2 = Gpt2BlockBenchmark(LayerGrid(model="gpt2-medium", **{**cells, "batches": (3, 5)}))  # type: ignore[arg-type]
