@@ -50,6 +50,10 @@ class Monitor:
     def now(self) -> float:
         return time.monotonic() - self._t0
 
+    def monotonic(self, t: float) -> float:
+        """``t`` of this monitor's clock (``now``) on ``time.monotonic``'s."""
+        return t + self._t0
+
     def __enter__(self) -> Monitor:
         if self.active:
             self._sample_once()

@@ -47,7 +47,9 @@ class Finisher:
         if self.origin is None:
             return result
         finished = time.monotonic() - self.origin
-        handed = max(finished - (self.now() - started), 0.0)
+        # Converted, not measured back from ``finished``: a second clock read taken later (a loaded host, another
+        # thread holding the GIL) dated a case's start before the previous case's end.
+        handed = max(self.monitor.monotonic(started) - self.origin, 0.0)
         return result.model_copy(update={"started_s": handed, "finished_s": finished})
 
     def spent(self) -> bool:
