@@ -153,7 +153,6 @@ class Nvml:
         power = g(lambda: m.nvmlDeviceGetEnforcedPowerLimit(handle))
         default_power = g(lambda: m.nvmlDeviceGetPowerManagementDefaultLimit(handle))
         persistence = g(lambda: m.nvmlDeviceGetPersistenceMode(handle))
-        procs = g(lambda: m.nvmlDeviceGetComputeRunningProcesses(handle)) or []
         return GpuFacts(
             uuid=g(lambda: _text(m.nvmlDeviceGetUUID(handle))),
             name=g(lambda: _text(m.nvmlDeviceGetName(handle))),
@@ -173,7 +172,7 @@ class Nvml:
             mig_enabled=bool(mig[0]) if mig is not None else None,
             persistence_mode=bool(persistence) if persistence is not None else None,
             temperature_c=g(lambda: m.nvmlDeviceGetTemperature(handle, m.NVML_TEMPERATURE_GPU)),
-            other_pids=[int(p.pid) for p in procs],
+            other_pids=self.process_ids(handle) or [],
             nvlink_active=self.nvlink_active(handle),
         )
 
