@@ -9,12 +9,7 @@
 #   4. benchmarks/h200_speed_session.sh: the standard suite twice back to back, each timed from start to posted run,
 #      its breakdown, the run-to-run table, the matmul harness (HARNESS= leaves it out): NAME1.json, NAME2.json,
 #      NAME-matmul.json, NAME-log.txt
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,temperature.gpu --format=csv

@@ -6,12 +6,7 @@
 #    without the matmul harness, measured earlier in the session);
 # 3. the gpu tests named in GPU_TESTS.
 # Files under $OUT: baseline.json, baseline-runs.json, baseline-log.txt, final1.json, final2.json, final-log.txt.
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 date -u
 timeout "${BASELINE_S:-250}" python3 benchmarks/baseline_first_checks.py --healthy "${HEALTHY:-5}" --lone "${LONE:-1}" \
   --duties "${DUTIES:-0.3,0.6,0.9}" --out "$OUT/baseline.json" --runs "$OUT/baseline-runs.json" 2>&1 \

@@ -5,12 +5,7 @@
 #   PART=3: the plain-torch BERT layer against transformers' side by side, the busy-GPU tests, two timelines and
 #           HEALTHY checks against a collector (the final profile's wall time and false alarms).
 # Installs the carried wheels (make gpu-wheels) first. Everything lands in $OUT.
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-log() { echo "== $(date -u +%H:%M:%S) $*"; }
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 {
   log versions
   python3 -c 'import torch, transformers, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__)'

@@ -3,12 +3,7 @@
 # a device-side assert that poisons the CUDA context...), then the standard suite alternately with --isolation
 # inline and process (timed from start to written run). Everything lands in $OUT; benchmarks/isolation_compare.py
 # turns the run files into the agreement table.   ROUNDS="1 2"  TESTS=1  CRASH=1
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-log() { echo "== $(date -u +%H:%M:%S) $*"; }
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 {
   log versions
   nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv

@@ -3,12 +3,7 @@
 # run the gpu tests, start a collector, run the standard suite twice (timed from start to posted run), the full
 # suite's shape search, and the notebook method side by side. Everything lands in $OUT.
 #   RUNS="1 2"  NOTEBOOK=1  MAMF=1  TESTS=1   (set one to empty to leave that part out)
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-log() { echo "== $(date -u +%H:%M:%S) $*"; }
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 {
   log versions
   nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,pcie.link.gen.max --format=csv

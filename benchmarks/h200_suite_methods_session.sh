@@ -6,12 +6,7 @@
 #   2. benchmarks/matmul_harness.py twice: the agent beside do_bench (harness1.json, harness2.json: do_bench's own run
 #      to run), each heavy cell called back to back for 5 s from idle, then the same cells right after one another
 #      (hot.json: does a card already at its power limit reach its steady state sooner)
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,temperature.gpu --format=csv

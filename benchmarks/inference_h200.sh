@@ -9,12 +9,7 @@
 #   PART=4: the same step at batch 1 fused by torch.compile first: how much of the gap to the bandwidth limit is the
 #           small kernels (not what the benchmark measures).
 # Installs the carried wheels (make gpu-wheels) first. Everything lands in $OUT.
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-log() { echo "== $(date -u +%H:%M:%S) $*"; }
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 run() {  # run NAME ARGS...: one agent run into $OUT/NAME.json, timed from process start to the written file
   local name=$1; shift
   /usr/bin/time -f "$name: %e s wall" python3 -m agent run --device cuda --output "$OUT/$name.json" \

@@ -7,11 +7,7 @@
 #      (standard-inference.json: each decode's fraction of the same run's copy; agent.log: the wall time);
 #   3. the inference gpu tests (pytest.log).
 # COMPILE=1 adds torch.compile of the lean step to part 1 (its compile time is reported).
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
 {
   nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,memory.total --format=csv
   date -u

@@ -3,14 +3,9 @@
 # the nccl-tests-style reference in the same lease, the agent again (order check), the standard suite on every
 # GPU with --parallel and one after another, then the gpu tests (SKIP_COLLECTIVES=1: only the last two).
 # Everything lands in $OUT as it is made.
-set -u
-OUT=${OUT:-/tmp/flopfleet-out}
-mkdir -p "$OUT"
-# The lent machines ask for NVLink multicast off; the agent's workers inherit these.
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
-  NVSHMEM_DISABLE_NVLS=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-log() { echo "== $(date -u +%H:%M:%S) $*"; }
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
+# The lent machines ask for NVLink multicast off (lease.sh: NCCL, torch); the agent's workers inherit these.
+export NVSHMEM_DISABLE_NVLS=1
 GPUS=$(nvidia-smi -L | wc -l)
 {
   log "versions ($GPUS GPUs)"

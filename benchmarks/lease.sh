@@ -1,0 +1,10 @@
+# Sourced by the scripts that run on a lent GPU machine (`. benchmarks/lease.sh`, from the repository's root): the
+# folder that comes back ($OUT), the wheels that machine lacks installed from .whl (`make gpu-wheels` here, carried),
+# NVLink multicast off (the device tool's KINDS.md says why) and a timestamped `log`.
+set -u
+OUT=${OUT:-/tmp/flopfleet-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD
+log() { echo "== $(date -u +%H:%M:%S) $*"; }
