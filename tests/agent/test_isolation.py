@@ -309,3 +309,25 @@ def test_a_relay_takes_over_at_the_second_model_benchmark_with_every_case_measur
     assert ends["matmul"] <= first.stopped_s <= second.ready_s <= ends["layer_bert"]
     assert second.stopped_s is not None and ends["layer_bert"] <= second.stopped_s <= relay.ready_s
     assert starts["layer_gpt2"] <= relay.ready_s <= ends["layer_gpt2"]
+
+
+def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_not_at_all() -> None:
+    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
+    from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.launchers.base import Job
+    from agent.launchers.process import _relay_point
+    from agent.target import cpu_target
+
+    target = cpu_target()
+    cell = {"seq_lens": (16,), "batches": (2, 4), "dtypes": ("fp32",), "modes": ("fwd",)}
+    products = MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp32",)))
+    bert = BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell))  # type: ignore[arg-type]
+    gpt2 = Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))  # type: ignore[arg-type]
+
+    def point(*benches: object) -> int | None:
+        jobs = [Job(target, b, c) for b in benches for c in b.cases(target)]  # type: ignore[attr-defined]
+        return _relay_point(jobs, [job.bench.warm_for(job.case) for job in jobs])
+
+    assert point(products, bert, gpt2) == 1 + 2  # the first GPT-2 cell, after the product and BERT's two cells
+    assert point(bert, gpt2) == 2
+    assert point(products, bert) is None and point(products) is None  # no second model benchmark: no relay
