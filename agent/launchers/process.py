@@ -265,6 +265,19 @@ class ProcessLauncher:
         except ChildGone:
             return  # the hand-over finds out why
 
+    def _hand_to_relay(self, child: Child | None, relay: Child, target: Target) -> Child | None:
+        """The relay set up for ``target`` in place of ``child``, which goes; where the relay cannot be set up it goes
+        instead, and ``child`` measures on (a failed relay must not fail the case at hand)."""
+        try:
+            relay.setup(target, self.policy)
+        except ChildGone as gone:
+            log.warning("the relay could not take over (%s); the measuring process goes on", gone)
+            relay.stop()
+            return child
+        if child is not None:
+            child.close()
+        return relay
+
     def _relays(self, jobs: list[Job], at_once: bool) -> bool:
         return self.relay and not at_once and bool(jobs)
 
@@ -354,10 +367,7 @@ class ProcessLauncher:
                         taken: Child = relay
                         relay = None
                         if taken.has_imported():  # it takes over with the cases it prepared; else it was too late
-                            if child is not None:
-                                child.close()
-                            child = taken
-                            child.setup(job.target, self.policy)
+                            child = self._hand_to_relay(child, taken, job.target)
                         else:
                             taken.close()
                     if child is None:

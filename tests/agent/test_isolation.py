@@ -307,8 +307,9 @@ def test_a_relay_takes_over_at_the_second_model_benchmark_with_every_case_measur
     assert not first.modules and second.modules and relay.modules
     assert first.stopped_s is not None and second.ready_s is not None and relay.ready_s is not None
     assert ends["matmul"] <= first.stopped_s <= second.ready_s <= ends["layer_bert"]
-    assert second.stopped_s is not None and ends["layer_bert"] <= second.stopped_s <= relay.ready_s
-    assert starts["layer_gpt2"] <= relay.ready_s <= ends["layer_gpt2"]
+    # The relay is set up first; only then does the second child go (a relay that fails to start leaves it on).
+    assert second.stopped_s is not None and ends["layer_bert"] <= relay.ready_s <= second.stopped_s
+    assert starts["layer_gpt2"] <= relay.ready_s and second.stopped_s <= ends["layer_gpt2"]
 
 
 def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_not_at_all() -> None:
@@ -331,3 +332,41 @@ def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_n
     assert point(products, bert, gpt2) == 1 + 2  # the first GPT-2 cell, after the product and BERT's two cells
     assert point(bert, gpt2) == 2
     assert point(products, bert) is None and point(products) is None  # no second model benchmark: no relay
+
+
+def test_a_relay_that_died_before_its_turn_leaves_the_second_child_measuring() -> None:
+    """The relay killed (SIGKILL) once it has imported, before its hand-over: its set-up fails there, and the case at
+    hand is measured by the second child all the same, which goes on to the end."""
+    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
+    from agent.launchers import ProcessLauncher, launchers_for
+    from agent.monitor import Monitor
+    from agent.runner import CaseEvent, run_cases
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
+    launchers = launchers_for("process", policy, relay=True)
+    device = launchers.device
+    assert isinstance(device, ProcessLauncher)
+    cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
+    benches = [BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]
+               Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))]  # type: ignore[arg-type]  # fmt: skip
+    device.prepare(tuple(m for b in benches for m in b.WARM))
+
+    def kill_the_relay(event: CaseEvent) -> None:
+        if event.benchmark == "layer_bert" and event.result is not None:
+            relay = device._children[-1]  # started last, for this device's cases
+            waited = time.monotonic() + 120
+            while not relay.has_imported():
+                assert time.monotonic() < waited
+                time.sleep(0.05)
+            relay.proc.kill()
+            relay.proc.wait()
+
+    origin = time.monotonic()
+    results = run_cases(benches, [cpu_target()], [], policy, Monitor(None, {}), launchers=launchers,
+                        on_event=kill_the_relay, origin=origin)  # fmt: skip
+    assert [r.status for r in results] == ["ok"] * 2, [r.reason for r in results]
+    times = {p.name: p for p in device.processes(origin)}
+    assert times["child-3"].ready_s is None and times["child-2"].stopped_s is not None
+    assert results[1].finished_s is not None and times["child-2"].stopped_s >= results[1].finished_s  # it measured

@@ -200,6 +200,7 @@ def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_th
                         on_event=wait_for_them)  # fmt: skip
     assert [r.status for r in results] == ["ok"] * len(results) and len(results) == 2 + 24 + 12
     _, second, relay = sorted(launchers.device.processes(0.0), key=lambda p: p.started_s)
-    assert second.stopped_s is not None and relay.ready_s is not None and second.stopped_s <= relay.ready_s
+    assert second.ready_s is not None and relay.ready_s is not None and second.stopped_s is not None
+    assert second.ready_s <= relay.ready_s <= second.stopped_s  # set up in its place, then the second goes
     gpt2_warmups = sorted(r.timing.warmup_s for r in results[26:] if r.timing and r.timing.warmup_s)
     assert gpt2_warmups[len(gpt2_warmups) // 2] < 0.06, gpt2_warmups  # prepared: no 70-100 ms first call
