@@ -181,7 +181,7 @@ class ProcessLauncher:
         self.policy = policy
         self.case_timeout_s = case_timeout_s or DEFAULT_CASE_TIMEOUT_S
         self.parallel = parallel
-        #: Whether a third child takes over at the second model benchmark (``_relay_point``), having prepared that
+        #: Whether a third child takes over at the second model benchmark (``relay_point``), having prepared that
         #: benchmark's first calls on a GPU while the second child measured the first's. Off by default: not yet
         #: measured on a GPU (docs/methodology.md, "Where cases run").
         self.relay = relay
@@ -346,7 +346,7 @@ class ProcessLauncher:
         first = True
         needed = [job.bench.warm_for(job.case) for job in jobs]
         rests = _remaining(needed)
-        relay_at = _relay_point(jobs, needed) if self._relays(jobs, at_once) else None
+        relay_at = relay_point(jobs, needed) if self._relays(jobs, at_once) else None
         relay = self._spawn() if relay_at is not None else None
         for n, job in enumerate(jobs):
             progress.start(job.bench, job.case, job.target.label)
@@ -405,7 +405,7 @@ class ProcessLauncher:
         return results
 
 
-def _relay_point(jobs: list[Job], needed: list[tuple[str, ...]]) -> int | None:
+def relay_point(jobs: list[Job], needed: list[tuple[str, ...]]) -> int | None:
     """Where a third child takes over: the first case of the second benchmark that needs model code (on the H200
     the second child prepares BERT's layer cells while the first measures matmuls and memory; the third prepares
     GPT-2's and T5's while the second measures BERT's). None where there is no second such benchmark."""

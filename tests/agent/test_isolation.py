@@ -316,7 +316,7 @@ def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_n
     from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
     from agent.launchers.base import Job
-    from agent.launchers.process import _relay_point
+    from agent.launchers.process import relay_point
     from agent.target import cpu_target
 
     target = cpu_target()
@@ -327,7 +327,7 @@ def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_n
 
     def point(*benches: object) -> int | None:
         jobs = [Job(target, b, c) for b in benches for c in b.cases(target)]  # type: ignore[attr-defined]
-        return _relay_point(jobs, [job.bench.warm_for(job.case) for job in jobs])
+        return relay_point(jobs, [job.bench.warm_for(job.case) for job in jobs])
 
     assert point(products, bert, gpt2) == 1 + 2  # the first GPT-2 cell, after the product and BERT's two cells
     assert point(bert, gpt2) == 2
