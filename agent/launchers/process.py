@@ -369,7 +369,7 @@ class ProcessLauncher:
                         if taken.has_imported():  # it takes over with the cases it prepared; else it was too late
                             child = self._hand_to_relay(child, taken, job.target)
                         else:
-                            taken.close()
+                            taken.stop()  # still importing, nothing to finish: not the grace a close waits for
                     if child is None:
                         # A spare for the next device, once this one has taken the last started child.
                         child = self._child_for(job.target, another_device_next and (first or swap), needs)
@@ -400,8 +400,10 @@ class ProcessLauncher:
             results.append(result)
         if child is not None:
             child.close()
-        if relay is not None:  # the run's time budget ended before its cases
+        if relay is not None and relay.has_imported():  # the run's time budget ended before its cases
             relay.close()
+        elif relay is not None:
+            relay.stop()
         return results
 
 

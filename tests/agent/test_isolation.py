@@ -14,6 +14,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import httpx
+import pytest
 
 from schemas import RunSubmission
 from tests.conftest import ROOT, agent_cli
@@ -370,3 +371,40 @@ def test_a_relay_that_died_before_its_turn_leaves_the_second_child_measuring() -
     times = {p.name: p for p in device.processes(origin)}
     assert times["child-3"].ready_s is None and times["child-2"].stopped_s is not None
     assert results[1].finished_s is not None and times["child-2"].stopped_s >= results[1].finished_s  # it measured
+
+
+def test_a_relay_not_ready_at_its_turn_is_closed_and_the_second_child_measures_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay's start held back (a plugin makes the third child to start sleep before its imports): at its turn it
+    has not imported, so it is closed, and the second child measures GPT-2's cells too."""
+    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
+    from agent.launchers import ProcessLauncher, launchers_for
+    from agent.monitor import Monitor
+    from agent.runner import run_cases
+    from agent.target import cpu_target
+    from agent.timing import TimingPolicy
+
+    monkeypatch.setenv("FLOPFLEET_PLUGINS", "tests.agent.slow_start")
+    monkeypatch.setenv("FLOPFLEET_TEST_SLOW_DIR", str(tmp_path))
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
+    launchers = launchers_for("process", policy, relay=True)
+    device = launchers.device
+    assert isinstance(device, ProcessLauncher)
+    cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
+    benches = [BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]
+               Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))]  # type: ignore[arg-type]  # fmt: skip
+    device.prepare(tuple(m for b in benches for m in b.WARM))
+    waited = time.monotonic() + 120
+    while sum(p.imported_s is not None for p in device.processes(0.0)) < 2:  # the first two took numbers 1 and 2
+        assert time.monotonic() < waited, "the first two children never finished importing"
+        time.sleep(0.05)
+    origin = time.monotonic()
+    results = run_cases(benches, [cpu_target()], [], policy, Monitor(None, {}), launchers=launchers, origin=origin)
+    assert [r.status for r in results] == ["ok"] * 2, [r.reason for r in results]
+    times = {p.name: p for p in device.processes(origin)}
+    assert times["child-3"].imported_s is None and times["child-3"].ready_s is None
+    assert times["child-3"].stopped_s is not None  # closed at its turn, not left sleeping
+    second = times["child-2"]
+    assert second.stopped_s is not None and results[1].finished_s is not None
+    assert second.stopped_s >= results[1].finished_s  # the second child measured GPT-2's cell as well
