@@ -157,6 +157,14 @@ class Child:
         self._inbox.close()
         self._outbox.close()
 
+    def dismiss(self) -> None:
+        """Let it go: one that has imported is asked to finish (``close``); one still importing would read that only
+        once its imports are done, and has nothing to finish, so it is stopped at once."""
+        if self.has_imported():
+            self.close()
+        else:
+            self.stop()
+
     def close(self) -> None:
         """Ask it to finish, then make sure it did."""
         self.times["stopped"] = time.monotonic()
@@ -299,7 +307,7 @@ class ProcessLauncher:
 
     def close(self) -> None:
         for spare in self._spares:
-            spare.close()
+            spare.dismiss()
         self._spares = []
         self._folder.cleanup()
 
@@ -369,7 +377,7 @@ class ProcessLauncher:
                         if taken.has_imported():  # it takes over with the cases it prepared; else it was too late
                             child = self._hand_to_relay(child, taken, job.target)
                         else:
-                            taken.stop()  # still importing, nothing to finish: not the grace a close waits for
+                            taken.dismiss()  # still importing: stopped at once
                     if child is None:
                         # A spare for the next device, once this one has taken the last started child.
                         child = self._child_for(job.target, another_device_next and (first or swap), needs)
@@ -400,10 +408,8 @@ class ProcessLauncher:
             results.append(result)
         if child is not None:
             child.close()
-        if relay is not None and relay.has_imported():  # the run's time budget ended before its cases
-            relay.close()
-        elif relay is not None:
-            relay.stop()
+        if relay is not None:  # the run's time budget ended before its cases
+            relay.dismiss()
         return results
 
 
