@@ -73,6 +73,10 @@ def _join(task: Task) -> Rank:
     if device.is_gpu:
         kwargs.update(compat.process_group_kwargs(device.torch_device(index)))  # the communicator bound at once
     dist.init_process_group(**kwargs)
+    # No rank leaves the start before every rank has joined: rank 0 holds the rendezvous store, and where its first
+    # case failed at once (an unsupported size, on every rank) it exited while the others were still joining through
+    # that store ("Connection reset by peer"), so the group looked as if it never started (torch 2.2: 3 of 8 tries).
+    dist.barrier()
     target = target_for(kind, index)  # once the device is current, as every device call of the rank
     return Rank(
         rank=dist.get_rank(),
