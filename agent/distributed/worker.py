@@ -118,4 +118,7 @@ def _append(path: Path, record: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # every rank passed the closing barrier: nothing is left to tear down (Rank.close)
