@@ -12,6 +12,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -279,32 +280,18 @@ def test_a_relay_takes_over_at_the_second_model_benchmark_with_every_case_measur
     """With the relay (off by default; on a CPU it prepares nothing, but hands over all the same): the first child
     measures the matmul, the second the BERT layer cells and nothing after them, the third takes over at the GPT-2
     cells and measures the rest."""
-    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
-    from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
-    from agent.launchers import ProcessLauncher, launchers_for
     from agent.monitor import Monitor
     from agent.runner import CaseEvent, run_cases
     from agent.target import cpu_target
-    from agent.timing import TimingPolicy
 
-    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
-    launchers = launchers_for("process", policy, relay=True)
+    policy, launchers, benches = _relay_launchers(products=True)
     device = launchers.device
-    assert isinstance(device, ProcessLauncher)
-    cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
-    benches = [MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp32",))),
-               BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]
-               Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))]  # type: ignore[arg-type]  # fmt: skip
-    device.prepare(tuple(m for b in benches for m in b.WARM))
     ends: dict[str, float] = {}
     starts: dict[str, float] = {}
 
     def seen(event: CaseEvent) -> None:
         if event.benchmark == "layer_bert" and event.result is not None:  # the relay's turn comes next: let it be
-            waited = time.monotonic() + 120  # ready (one still importing is stopped: another test's subject)
-            while sum(p.imported_s is not None for p in device.processes(0.0)) < 3:
-                assert time.monotonic() < waited, "the relay never finished importing"
-                time.sleep(0.05)
+            _wait_for_imports(device, 3, "the relay")  # ready (one still importing is stopped: another test's subject)
         (starts if event.result is None else ends)[event.benchmark] = time.monotonic()
 
     results = run_cases(benches, [cpu_target()], [], policy, Monitor(None, {}), launchers=launchers, on_event=seen)
@@ -343,29 +330,17 @@ def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_n
 def test_a_relay_that_died_before_its_turn_leaves_the_second_child_measuring() -> None:
     """The relay killed (SIGKILL) once it has imported, before its hand-over: its set-up fails there, and the case at
     hand is measured by the second child all the same, which goes on to the end."""
-    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
-    from agent.launchers import ProcessLauncher, launchers_for
     from agent.monitor import Monitor
     from agent.runner import CaseEvent, run_cases
     from agent.target import cpu_target
-    from agent.timing import TimingPolicy
 
-    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
-    launchers = launchers_for("process", policy, relay=True)
+    policy, launchers, benches = _relay_launchers()
     device = launchers.device
-    assert isinstance(device, ProcessLauncher)
-    cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
-    benches = [BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]
-               Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))]  # type: ignore[arg-type]  # fmt: skip
-    device.prepare(tuple(m for b in benches for m in b.WARM))
 
     def kill_the_relay(event: CaseEvent) -> None:
         if event.benchmark == "layer_bert" and event.result is not None:
+            _wait_for_imports(device, 3, "the relay")
             relay = device._children[-1]  # started last, for this device's cases
-            waited = time.monotonic() + 120
-            while not relay.has_imported():
-                assert time.monotonic() < waited
-                time.sleep(0.05)
             relay.proc.kill()
             relay.proc.wait()
 
@@ -382,28 +357,16 @@ def test_a_relay_not_ready_at_its_turn_is_closed_and_the_second_child_measures_o
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The relay's start held back (a plugin makes the third child to start sleep before its imports): at its turn it
-    has not imported, so it is closed, and the second child measures GPT-2's cells too."""
-    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
-    from agent.launchers import ProcessLauncher, launchers_for
+    has not imported, so it is stopped, and the second child measures GPT-2's cells too."""
     from agent.monitor import Monitor
     from agent.runner import run_cases
     from agent.target import cpu_target
-    from agent.timing import TimingPolicy
 
     monkeypatch.setenv("FLOPFLEET_PLUGINS", "tests.agent.slow_start")
     monkeypatch.setenv("FLOPFLEET_TEST_SLOW_DIR", str(tmp_path))
-    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
-    launchers = launchers_for("process", policy, relay=True)
+    policy, launchers, benches = _relay_launchers()
     device = launchers.device
-    assert isinstance(device, ProcessLauncher)
-    cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
-    benches = [BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]
-               Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))]  # type: ignore[arg-type]  # fmt: skip
-    device.prepare(tuple(m for b in benches for m in b.WARM))
-    waited = time.monotonic() + 120
-    while sum(p.imported_s is not None for p in device.processes(0.0)) < 2:  # the first two took numbers 1 and 2
-        assert time.monotonic() < waited, "the first two children never finished importing"
-        time.sleep(0.05)
+    _wait_for_imports(device, 2, "the first two children")  # they took numbers 1 and 2
     origin = time.monotonic()
     results = run_cases(benches, [cpu_target()], [], policy, Monitor(None, {}), launchers=launchers, origin=origin)
     assert [r.status for r in results] == ["ok"] * 2, [r.reason for r in results]
@@ -413,3 +376,30 @@ def test_a_relay_not_ready_at_its_turn_is_closed_and_the_second_child_measures_o
     second = times["child-2"]
     assert second.stopped_s is not None and results[1].finished_s is not None
     assert second.stopped_s >= results[1].finished_s  # the second child measured GPT-2's cell as well
+
+
+def _relay_launchers(products: bool = False) -> tuple[Any, Any, list[Any]]:
+    """The relay tests' policy, process launchers with the relay on and their benchmarks (a product first, then a
+    BERT and a GPT-2 layer cell), their children started."""
+    from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
+    from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.launchers import ProcessLauncher, launchers_for
+    from agent.timing import TimingPolicy
+
+    policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
+    launchers = launchers_for("process", policy, relay=True)
+    assert isinstance(launchers.device, ProcessLauncher)
+    cell = {"seq_lens": (16,), "batches": (2,), "dtypes": ("fp32",), "modes": ("fwd",)}
+    benches: list[Any] = [MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp32",)))] if products else []
+    benches += [BertLayerBenchmark(LayerGrid(model="bert-tiny", **cell)),  # type: ignore[arg-type]
+                Gpt2BlockBenchmark(LayerGrid(model="gpt2-tiny", **cell))]  # type: ignore[arg-type]  # fmt: skip
+    launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
+    return policy, launchers, benches
+
+
+def _wait_for_imports(device: Any, count: int, what: str) -> None:
+    """Until ``count`` of the launcher's children have said their imports are done."""
+    waited = time.monotonic() + 120
+    while sum(p.imported_s is not None for p in device.processes(0.0)) < count:
+        assert time.monotonic() < waited, f"{what} never finished importing"
+        time.sleep(0.05)

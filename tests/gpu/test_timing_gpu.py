@@ -4,6 +4,8 @@ graph replays, with their phases recorded. Run on the GPU machine (``-m gpu``)."
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -134,14 +136,29 @@ def test_a_rehearsal_runs_nothing_on_the_device(family: type[LayerBenchmark]) ->
     assert len(ran) <= 2 and all("FillFunctor<long>" in name for name in ran), ran[:8]
 
 
+def _first_case_waits_for(launchers: Any, model_children: int) -> Callable[[Any], None]:
+    """An ``on_event`` that holds the run's first case until ``model_children`` model-importing children have
+    imported: the window in which they prepare their cells."""
+    import time
+
+    def wait(event: Any) -> None:
+        waited = time.monotonic() + 150
+        while (
+            event.done == 0
+            and event.result is None
+            and sum(p.imported_s is not None for p in launchers.device.processes(0.0) if p.modules) < model_children
+        ):
+            assert time.monotonic() < waited
+            time.sleep(0.05)
+
+    return wait
+
+
 def test_the_model_child_prepares_the_layer_cells_while_the_first_measures_the_products() -> None:
     """The launcher as a standard run uses it on a GPU: a child without model code measures the products while the
     model-importing one prepares the layer cells' first calls; that one then measures every cell without paying a
     cuDNN graph build (an unprepared cell's first call alone took 70-100 ms), and its memory stays bounded."""
-    import time
-
     from agent.launchers import launchers_for
-    from agent.runner import CaseEvent
 
     target = _target()
     launchers = launchers_for("process", STANDARD_POLICY)
@@ -152,17 +169,9 @@ def test_the_model_child_prepares_the_layer_cells_while_the_first_measures_the_p
     benches: list[MatmulBenchmark | BertLayerBenchmark] = [products, layer]
     launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
 
-    def imported() -> bool:
-        return any(p.modules and p.imported_s is not None for p in launchers.device.processes(0.0))
-
-    def wait_for_it(event: CaseEvent) -> None:  # the products start once it has imported: a window to prepare
-        waited = time.monotonic() + 150
-        while event.done == 0 and event.result is None and not imported():
-            assert time.monotonic() < waited
-            time.sleep(0.05)
-
+    # The products start once it has imported: a window to prepare.
     results = run_cases(benches, [target], [], STANDARD_POLICY, Monitor(None, {}), launchers=launchers,
-                        on_event=wait_for_it)  # fmt: skip
+                        on_event=_first_case_waits_for(launchers, 1))  # fmt: skip
     assert [r.status for r in results] == ["ok"] * len(results) and len(results) == 12 + 24
     first, model = sorted(launchers.device.processes(0.0), key=lambda p: bool(p.modules))
     assert first.stopped_s is not None and model.ready_s is not None and first.stopped_s <= model.ready_s
@@ -173,10 +182,7 @@ def test_the_model_child_prepares_the_layer_cells_while_the_first_measures_the_p
 def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_the_first() -> None:
     """Three children with the relay on: the products in the first, BERT's cells in the second, and the third, which
     prepared GPT-2's cells' first calls while the second measured, takes over at GPT-2's."""
-    import time
-
     from agent.launchers import launchers_for
-    from agent.runner import CaseEvent
 
     target = _target()
     launchers = launchers_for("process", STANDARD_POLICY, relay=True)
@@ -187,17 +193,9 @@ def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_th
     benches: list[MatmulBenchmark | LayerBenchmark] = [products, bert, gpt2]
     launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
 
-    def imported() -> bool:
-        return sum(p.imported_s is not None for p in launchers.device.processes(0.0) if p.modules) >= 2
-
-    def wait_for_them(event: CaseEvent) -> None:  # both model-importing children ready before the first case
-        waited = time.monotonic() + 150
-        while event.done == 0 and event.result is None and not imported():
-            assert time.monotonic() < waited
-            time.sleep(0.05)
-
+    # Both model-importing children ready before the first case.
     results = run_cases(benches, [target], [], STANDARD_POLICY, Monitor(None, {}), launchers=launchers,
-                        on_event=wait_for_them)  # fmt: skip
+                        on_event=_first_case_waits_for(launchers, 2))  # fmt: skip
     assert [r.status for r in results] == ["ok"] * len(results) and len(results) == 2 + 24 + 12
     _, second, relay = sorted(launchers.device.processes(0.0), key=lambda p: p.started_s)
     assert second.ready_s is not None and relay.ready_s is not None and second.stopped_s is not None
