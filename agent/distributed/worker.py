@@ -75,7 +75,8 @@ def _join(task: Task) -> Rank:
     dist.init_process_group(**kwargs)
     # No rank leaves the start before every rank has joined: rank 0 holds the rendezvous store, and where its first
     # case failed at once (an unsupported size, on every rank) it exited while the others were still joining through
-    # that store ("Connection reset by peer"), so the group looked as if it never started (torch 2.2: 3 of 8 tries).
+    # that store ("Connection reset by peer"), so the group looked as if it never started (torch 2.2: 3 of 10 tries,
+    # benchmarks/group_starts.py).
     dist.barrier()
     target = target_for(kind, index)  # once the device is current, as every device call of the rank
     return Rank(
