@@ -12,6 +12,11 @@ errors reach the reader with server paths cut out.
 Rows are fetched in small batches and counted in bytes as they come, so a query of huge values stops at
 ``max_bytes`` instead of building its whole answer; DuckDB computes one vector (up to 2,048 rows) at a time, so
 that much of a query's rows can exist for a moment before the cap applies.
+
+A statement stopped at its time limit (or by ``QueryStop.stop``) is answered QueryTimeout, never with the rows it had
+so far: DuckDB can end an interrupted statement without an error (an interrupt that lands after the last rows were
+fetched, or before DuckDB began executing, which forgets it and runs on), so whether the stop fired decides, not what
+DuckDB returned, and a stopped statement is interrupted again until it has ended.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,8 +59,68 @@ _EXPLAIN = re.compile(r"^\s*(?:(?:/\*.*?\*/|--[^\n]*\n)\s*)*EXPLAIN\s+(?:ANALYZE
                       re.IGNORECASE | re.DOTALL)  # fmt: skip
 
 
+#: A stopped statement is interrupted again this often until it has ended (DuckDB forgets an interrupt that lands
+#: before it begins executing a statement).
+REINTERRUPT_S = 0.05
+
+
 class QueryTimeout(QueryFailed):
     code = "query_timeout"
+
+
+class QueryStop:
+    """Stops one statement at its time limit or when ``stop`` is called (from any thread), whichever comes first; once
+    it has fired, the statement's answer is QueryTimeout whatever DuckDB returned."""
+
+    def __init__(self) -> None:
+        self.rows = 0  # rows fetched so far (progress; the timeout's message says it)
+        self.cancelled = False  # stopped by ``stop`` rather than by the time limit
+        self._lock = threading.Lock()
+        self._wake = threading.Event()  # stop() was called, or the statement ended
+        self._ended = threading.Event()
+        self._fired = False
+
+    def stop(self) -> bool:
+        """Stop the statement now; False when it had already ended (its answer stands)."""
+        with self._lock:
+            if self._ended.is_set():
+                return False
+            self._fired = self.cancelled = True
+        self._wake.set()
+        return True
+
+    @property
+    def fired(self) -> bool:
+        """Whether the statement was stopped (its answer is QueryTimeout)."""
+        return self._fired
+
+    @property
+    def ended(self) -> bool:
+        """Whether the statement has ended: a stop now changes nothing."""
+        return self._ended.is_set()
+
+    @contextmanager
+    def watching(self, con: duckdb.DuckDBPyConnection, timeout_s: float | None) -> Iterator[None]:
+        """Interrupt ``con`` once ``timeout_s`` has passed or ``stop`` is called, and again until the block ends."""
+        watcher = threading.Thread(target=self._watch, args=(con, timeout_s), name="flopfleet-sql-stop", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            with self._lock:  # after this, nothing interrupts ``con``: its next statement (ROLLBACK) runs whole
+                self._ended.set()
+            self._wake.set()
+
+    def _watch(self, con: duckdb.DuckDBPyConnection, timeout_s: float | None) -> None:
+        self._wake.wait(timeout_s)
+        while True:
+            with self._lock:
+                if self._ended.is_set():
+                    return
+                self._fired = True
+                con.interrupt()
+            if self._ended.wait(REINTERRUPT_S):
+                return
 
 
 @dataclass(frozen=True)
@@ -151,44 +216,55 @@ def run_query(
     max_rows: int,
     timeout_s: float | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    stop: QueryStop | None = None,
 ) -> QueryResult:
-    """Run one checked statement in a read-only transaction; interrupted after ``timeout_s``, cut at ``max_rows``
-    rows or ``max_bytes`` bytes of values."""
+    """Run one checked statement in a read-only transaction; stopped after ``timeout_s`` (or by ``stop``), cut at
+    ``max_rows`` rows or ``max_bytes`` bytes of values."""
     check_sql(con, sql)
-    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+    watched = stop is not None or timeout_s is not None
+    stop = stop or QueryStop()
     began = time.perf_counter()
     rows: list[tuple[Any, ...]] = []
     size = 0
     cut: Literal["max_rows", "max_bytes"] | None = None
     con.execute("BEGIN TRANSACTION READ ONLY")
     try:
-        if timer is not None:
-            timer.start()
-        cursor = con.execute(sql)
-        columns = [d[0] for d in cursor.description or []]
-        while cut is None:
-            batch = cursor.fetchmany(min(FETCH_ROWS, max_rows + 1 - len(rows)))
-            if not batch:
-                break
-            for row in batch:
-                size += sum(size_of(v) for v in row)
-                if size > max_bytes:
-                    cut = "max_bytes"
-                    break
-                if len(rows) == max_rows:
-                    cut = "max_rows"
-                    break
-                rows.append(row)
-    except duckdb.InterruptException as exc:
-        raise QueryTimeout(f"the query ran past the time limit of {timeout_s:g} s and was stopped") from exc
-    except duckdb.Error as exc:
-        raise QueryFailed(_first_line(exc)) from exc
+        with stop.watching(con, timeout_s) if watched else nullcontext():
+            try:
+                cursor = con.execute(sql)
+                columns = [d[0] for d in cursor.description or []]
+                while cut is None:
+                    batch = cursor.fetchmany(min(FETCH_ROWS, max_rows + 1 - len(rows)))
+                    if not batch:
+                        break
+                    for row in batch:
+                        size += sum(size_of(v) for v in row)
+                        if size > max_bytes:
+                            cut = "max_bytes"
+                            break
+                        if len(rows) == max_rows:
+                            cut = "max_rows"
+                            break
+                        rows.append(row)
+                    stop.rows = len(rows)
+            except duckdb.Error as exc:
+                if not (stop.fired or isinstance(exc, duckdb.InterruptException)):
+                    raise QueryFailed(_first_line(exc)) from exc
+                raise _stopped(stop, timeout_s) from exc
+        if stop.fired:  # it ended without an error, but after the stop: its rows may be any part of the answer
+            raise _stopped(stop, timeout_s)
     finally:
-        if timer is not None:
-            timer.cancel()
         with suppress(duckdb.Error):
             con.execute("ROLLBACK")
     return QueryResult(columns, rows, cut is not None, time.perf_counter() - began, cut)
+
+
+def _stopped(stop: QueryStop, timeout_s: float | None) -> QueryTimeout:
+    """The one answer of a stopped statement (an interrupt from elsewhere counts as a cancel)."""
+    timed_out = stop.fired and not stop.cancelled and timeout_s
+    why = f"ran past the time limit of {timeout_s:g} s and was stopped" if timed_out else "was cancelled"
+    fetched = f" after {stop.rows:,} row{'s' if stop.rows > 1 else ''}" if stop.rows else ""
+    return QueryTimeout(f"the query {why}{fetched}")
 
 
 def _first_line(exc: BaseException) -> str:
