@@ -50,6 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "fleet.duckdb"
         if not db.exists():
+            db.parent.mkdir(parents=True, exist_ok=True)  # a store never creates its folder
             began = time.perf_counter()
             fleet_database(db, make_bodies(50, 300), args.runs)
             print(f"fleet database: built in {time.perf_counter() - began:.0f} s")

@@ -16,7 +16,7 @@ from rich.table import Table
 from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 from schemas.terminal import literal
 
-from .cli_common import DbOpt, TableOrJson, TableOrJsonOpt, err, out, settings_for
+from .cli_common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
 from .errors import CollectorError, InvalidBaseline
 
 baseline_app = typer.Typer(
@@ -103,6 +103,7 @@ def import_cmd(
     sha256: Annotated[
         str | None, typer.Option(help="Refuse the bundle unless its sha256 starts with this (from its publisher).")
     ] = None,
+    create: CreateOpt = False,
 ) -> None:
     """Import baselines, each checked first (format, schema version, fields, content hash): a bundle that fails is
     refused whole and nothing of it is stored."""
@@ -114,7 +115,7 @@ def import_cmd(
             raise CollectorError(f"cannot read {path}: {exc}") from exc
         except BaselineError as exc:
             raise InvalidBaseline(f"{path}: {exc}") from None
-    with settings_for(db).open_store() as store:
+    with open_store(settings_for(db, create=create or None)) as store:
         for path, bundle in zip(files, bundles, strict=True):
             status = store.add_baseline(bundle)
             cards = ", ".join(sorted({c.card for c in bundle.cards}))
@@ -157,6 +158,6 @@ def remove_cmd(
     db: DbOpt = Path("flopfleet.duckdb"),
 ) -> None:
     """Remove an imported baseline (bundled ones stay)."""
-    with settings_for(db).open_store() as store:
+    with settings_for(db).open_store(new_ok=False) as store:
         found, name = store.remove_baseline(ident)
     out.print(literal(f"removed baseline {name!r} ({found[:12]})"), soft_wrap=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from contextlib import closing
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -16,8 +17,9 @@ from schemas.terminal import LEVEL_STYLE, literal
 
 from . import __version__
 from .baseline_cli import baseline_app
-from .cli_common import DbOpt, TableOrJson, TableOrJsonOpt, err, out, settings_for
+from .cli_common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
 from .errors import CollectorError
+from .token_cli import token_app
 
 EXIT_FAILED = 1
 
@@ -60,6 +62,7 @@ def serve(
     ] = False,
     log_level: Annotated[str | None, typer.Option(help="debug, info, warning (default: info).")] = None,
     log_format: Annotated[str | None, typer.Option(help="json or text (default: json).")] = None,
+    create: CreateOpt = False,
 ) -> None:
     """Run the collector's HTTP API and report pages (FastAPI on uvicorn); SIGTERM finishes requests in flight."""
     import uvicorn
@@ -71,40 +74,48 @@ def serve(
     if read_token_required and public_reads:
         raise CollectorError("--read-token-required and --public-reads contradict each other")
     access = "token" if read_token_required else "open" if public_reads else None
-    settings = settings_for(db, host=host, port=port, log_level=log_level, log_format=log_format, read_access=access)
+    settings = settings_for(db, host=host, port=port, log_level=log_level, log_format=log_format, read_access=access,
+                            create=create or None)  # fmt: skip
     configure(settings.log_level, settings.log_format)
-    # Opened here, before anything listens: a file in use, damaged or newer is refused in one line (exit codes in
-    # ``errors``), not as the last line of a traceback from the app's start-up.
-    store = settings.open_store()
-    try:
-        store.harden(settings.duckdb_memory_limit())
-        sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    with closing(_bind(settings.host, settings.port)) as sock:  # bound first: a port in use leaves no new database
+        # Opened before anything listens: a file in use, damaged or newer, or a missing folder, is refused in one
+        # line (exit codes in ``errors``), not as the last line of a traceback from the app's start-up.
+        store = open_store(settings)
         try:
-            sock.bind((settings.host, settings.port))
-        except OSError as exc:  # a port in use, an address this machine does not have
-            sock.close()
-            raise CollectorError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
-        bound = sock.getsockname()[1]
-        server = uvicorn.Server(server_config(create_app(settings, store, close_store=True), settings))
-        if port_file is not None:
-            port_file.write_text(str(bound), encoding="utf-8")
-        err.print(literal(f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})"))
-        server.run(sockets=[sock])
-    finally:
-        store.close()  # if it never got to the app's shutdown (closing twice is harmless)
+            store.harden(settings.duckdb_memory_limit())
+            bound = sock.getsockname()[1]
+            server = uvicorn.Server(server_config(create_app(settings, store, close_store=True), settings))
+            if port_file is not None:
+                port_file.write_text(str(bound), encoding="utf-8")
+            ready = f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})"
+            err.print(literal(ready))
+            server.run(sockets=[sock])
+        finally:
+            store.close()  # if it never got to the app's shutdown (closing twice is harmless)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:  # a port in use, an address this machine does not have
+        sock.close()
+        raise CollectorError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 @app.command()
 def ingest(
     files: Annotated[list[Path], typer.Argument(help="Run JSON files written by flopfleet-agent --output.")],
     db: DbOpt = Path("flopfleet.duckdb"),
+    create: CreateOpt = False,
 ) -> None:
     """Store run files without a server, with the same validation as the HTTP API."""
     from .validation import parse_run
 
     failed = 0
-    with settings_for(db).open_store() as store:
+    with open_store(settings_for(db, create=create or None)) as store:
         for path in files:
             try:
                 stored = store.add_run(parse_run(path.read_bytes()))
@@ -213,13 +224,14 @@ def import_reference(
         list[Path] | None, typer.Argument(help="Reference tables (CSV) or run JSON files; none: the bundled table.")
     ] = None,
     db: DbOpt = Path("flopfleet.duckdb"),
+    create: CreateOpt = False,
 ) -> None:
     """Import published figures (the transformers-benchmarks README's five cards, bundled) or others' run files,
     labelled as reference rather than measured here."""
     from .reference import load
     from .validation import parse_run
 
-    with settings_for(db).open_store() as store:
+    with open_store(settings_for(db, create=create or None)) as store:
         sources: list[Path | None] = list(files) if files else [None]
         for path in sources:
             if path is not None and path.suffix == ".json":
@@ -242,21 +254,23 @@ def prices_set(
     model: Annotated[str, typer.Argument(help="Regex matched against card names, e.g. 'H100.*HBM3'.")],
     price_usd: Annotated[float, typer.Argument(help="Price in US dollars.")],
     db: DbOpt = Path("flopfleet.duckdb"),
+    create: CreateOpt = False,
 ) -> None:
     """Set (or replace) one price."""
-
-    with settings_for(db).open_store() as store:
+    with open_store(settings_for(db, create=create or None)) as store:
         store.set_price(model, price_usd, "cli")
     out.print(literal(f"price of {model!r}: ${price_usd:,.0f}"))
 
 
 @prices_app.command("import")
-def prices_import(file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb")) -> None:
+def prices_import(
+    file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb"), create: CreateOpt = False
+) -> None:
     """Set prices from a CSV with columns model,price_usd."""
     from .reference import parse_prices
 
     prices = parse_prices(file)
-    with settings_for(db).open_store() as store:
+    with open_store(settings_for(db, create=create or None)) as store:
         for model, usd in prices.items():
             store.set_price(model, usd, str(file))
     out.print(literal(f"{len(prices)} prices from {file}"))
@@ -273,53 +287,6 @@ def prices_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
                            max_rows=settings.sql_max_rows, timeout_s=settings.sql_timeout_s,
                            max_bytes=settings.sql_max_bytes)  # fmt: skip
     render_query(result, "table", out)
-
-
-token_app = typer.Typer(help="Bearer tokens for agents (writes) and readers.", no_args_is_help=True)
-app.add_typer(token_app, name="token")
-
-
-@token_app.command("create")
-def token_create(
-    name: Annotated[str, typer.Option("--name", help="Who uses it, e.g. lab-a or node17.")],
-    db: DbOpt = Path("flopfleet.duckdb"),
-    scope: Annotated[
-        list[str] | None,
-        typer.Option(help="write (post runs), read (pages, SQL), admin (snapshots); repeatable (default: write)."),
-    ] = None,
-) -> None:
-    """Print a new token, once (only its hash is kept). Works while the collector runs."""
-    from .tokens import DEFAULT_SCOPES, TokenStore, parse_scopes
-
-    store = TokenStore(settings_for(db).db)
-    scopes = parse_scopes(scope or list(DEFAULT_SCOPES))
-    token = store.create(name, scopes)
-    sys.stdout.write(token + "\n")
-    err.print(literal(f"token {name!r} ({', '.join(scopes)}) created; it is shown only now (kept hashed in "
-                      f"{store.path})"))  # fmt: skip
-
-
-@token_app.command("list")
-def token_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
-    """Names of tokens, their scopes, when they were created and revoked."""
-    from rich.table import Table
-
-    from .tokens import TokenStore
-
-    table = Table("name", "scopes", "created", "revoked", header_style="bold")
-    for record in TokenStore(settings_for(db).db).list():
-        table.add_row(literal(record.name), literal(", ".join(record.scopes)), literal(record.created_at),
-                      literal(record.revoked_at or ""))  # fmt: skip
-    out.print(table)
-
-
-@token_app.command("revoke")
-def token_revoke(name: Annotated[str, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb")) -> None:
-    """Refuse this token from now on (a running collector notices at its next request)."""
-    from .tokens import TokenStore
-
-    record = TokenStore(settings_for(db).db).revoke(name)
-    out.print(literal(f"token {record.name!r} revoked at {record.revoked_at}"))
 
 
 @app.command("export")
@@ -375,7 +342,7 @@ def archive(db: DbOpt = Path("flopfleet.duckdb")) -> None:
     """Move raw rows of runs older than FLOPFLEET_RETENTION_DAYS to the Parquet archive now, without a server
     (a running collector does it by itself when idle)."""
     settings = settings_for(db)
-    with settings.open_store() as store:
+    with settings.open_store(new_ok=False) as store:
         moved = store.archive()
     out.print(literal(f"{moved} runs archived to {settings.archive_folder()}"))
 
@@ -387,6 +354,7 @@ def version() -> None:
 
 
 app.add_typer(baseline_app, name="baseline")
+app.add_typer(token_app, name="token")
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from .settings import Settings
+    from .store import Store
 
 
 def console(stderr: bool = False) -> Console:
@@ -28,6 +29,11 @@ out = console()
 err = console(stderr=True)
 
 DbOpt = Annotated[Path, typer.Option("--db", envvar="FLOPFLEET_DB", help="The DuckDB file.")]
+CreateOpt = Annotated[
+    bool,
+    typer.Option("--create", help="Create --db's folder if it is missing (FLOPFLEET_CREATE=1); without it a missing "
+                                  "folder is refused, as a typo."),
+]  # fmt: skip
 
 
 class TableOrJson(str, Enum):
@@ -45,3 +51,15 @@ def settings_for(db: Path, **flags: object) -> Settings:
     from .settings import Settings
 
     return Settings.from_env(os.environ, db=db, **flags)
+
+
+def open_store(settings: Settings, *, read_only: bool = False, new_ok: bool = True) -> Store:
+    """``settings.open_store``, saying so on standard error when it created the database (an existing one is opened
+    without a word)."""
+    new = not read_only and not settings.db.exists()
+    store = settings.open_store(read_only=read_only, new_ok=new_ok)
+    if new:
+        from schemas.terminal import literal
+
+        err.print(literal(f"new database created at {settings.db}"), soft_wrap=True)
+    return store

@@ -11,7 +11,8 @@ CollectorError
  ├── RunConflict         a run_id already stored with a different payload (409)
  ├── NotFound            no such run (404)
  ├── QueryRefused        SQL that is not one read-only statement (400)
- ├── QueryFailed         SQL that DuckDB could not run, or that ran past its time limit (400)
+ ├── QueryFailed         SQL that DuckDB could not run (400); QueryTimeout (sqlguard): stopped, with no rows (400)
+ ├── MissingDatabase     no database at --db, or no folder for a new one (a typo?)                 exit 66
  ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)          exit 75
  ├── CorruptDatabase     the file is not a (whole) DuckDB database: left untouched                 exit 65
  ├── NewerDatabase       a file a newer collector (or DuckDB) wrote: left untouched, never misread  exit 78
@@ -86,6 +87,12 @@ class QueryRefused(CollectorError):
 class QueryFailed(CollectorError):
     status_code = 400
     code = "query_failed"
+
+
+class MissingDatabase(CollectorError):
+    status_code = 503
+    code = "missing_database"
+    exit_code = 66  # EX_NOINPUT: the file (or its folder) named is not there
 
 
 class DatabaseBusy(CollectorError):

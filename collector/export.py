@@ -8,6 +8,7 @@ from typing import Literal
 
 import duckdb
 
+from .dbfile import check_db
 from .errors import CollectorError
 from .render.csvsafe import neutralise_sql
 from .store import DERIVED_TABLES, SIDE_TABLES, SUMMARY_TABLES, connect
@@ -20,8 +21,7 @@ PARTITIONS = {"results": "benchmark"}
 
 def export(db: Path, fmt: Format, out: Path) -> dict[str, int]:
     """Rows written per table. Opens the database read-only; the server must not be holding it."""
-    if not db.exists():
-        raise CollectorError(f"no database at {db}")
+    check_db(db, read_only=True)
     if out.exists() and any(out.iterdir()):
         raise CollectorError(f"{out} is not empty; export writes into a new or empty folder")
     out.mkdir(parents=True, exist_ok=True)

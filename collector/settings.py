@@ -22,6 +22,9 @@ class Settings:
     """Every setting; each is also read from FLOPFLEET_<NAME>, and README's table lists them all (a test checks)."""
 
     db: Path = Path("flopfleet.duckdb")
+    # Create the database's folder when it is missing; otherwise a missing folder is refused (``dbfile``): a typo in
+    # --db must not start an empty fleet. A new file in an existing folder is created and announced either way.
+    create: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
     read_access: str = "auto"  # auto: open on loopback, token elsewhere | token | open
@@ -90,7 +93,7 @@ class Settings:
             raw = environ.get(ENV_PREFIX + f.name.upper())
             if raw is not None:
                 try:
-                    values[f.name] = Path(raw) if f.name == "db" else type(getattr(cls(), f.name))(raw)
+                    values[f.name] = Path(raw) if f.name == "db" else _parse(type(getattr(cls(), f.name)), raw)
                 except ValueError:
                     raise CollectorError(f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a valid {f.name}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -99,10 +102,13 @@ class Settings:
     def archive_folder(self) -> Path:
         return Path(self.archive_dir) if self.archive_dir else self.db.with_name(self.db.name + ".archive")
 
-    def open_store(self, *, read_only: bool = False) -> Store:
-        """The store these settings describe (every command opens it this way)."""
+    def open_store(self, *, read_only: bool = False, new_ok: bool = True) -> Store:
+        """The store these settings describe (every command opens it this way): a missing file or folder is refused
+        as ``dbfile.check_db`` says (``new_ok``: whether a missing file may be created here)."""
+        from .dbfile import check_db
         from .store import Store
 
+        check_db(self.db, read_only=read_only, create=self.create, new_ok=new_ok)
         return Store(self.db, read_only=read_only, threads=self.db_threads if not read_only else None,
                      retention_days=self.retention_days, archive_dir=self.archive_folder())  # fmt: skip
 
@@ -115,3 +121,15 @@ class Settings:
         except (ValueError, OSError, AttributeError):
             return "4GB"
         return f"{max(256, int(total * 0.4) >> 20)}MB"
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def _parse(kind: type, raw: str) -> object:
+    """A FLOPFLEET_* value as the setting's type (a flag's words for a bool: 1/0, true/false, yes/no, on/off)."""
+    if kind is bool:
+        if raw.strip().lower() not in _BOOLS:
+            raise ValueError(raw)
+        return _BOOLS[raw.strip().lower()]
+    return kind(raw)

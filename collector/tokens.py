@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import CollectorError
+from .errors import CollectorError, MissingDatabase
 
 log = logging.getLogger(__name__)
 PREFIX = "ffk_"
@@ -127,7 +127,8 @@ class TokenStore:
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.parent.is_dir():  # never created here: a typo in --db must not start a new token file
+            raise MissingDatabase(f"folder {self.path.parent} does not exist (for {self.path.name})")
         with open(self.path.with_suffix(".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:

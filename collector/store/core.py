@@ -34,6 +34,7 @@ import duckdb
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle
 
+from ..dbfile import check_db
 from ..errors import CollectorError, NotFound, StorageUnavailable
 from ..redact import scrub
 from ..reference import ReferenceValue, published_bundle
@@ -83,10 +84,7 @@ class Store:
         #: Raw rows of runs older than this many days move to the archive (``retention``); 0 keeps them all.
         self.retention_days = retention_days
         self.archive_dir = archive_dir or retention.default_folder(path)
-        if not read_only:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        elif not path.exists():
-            raise NotFound(f"no database at {path}")
+        check_db(path, read_only=read_only)  # a missing folder is refused: creating one is the caller's choice
         # Read-only users (report, sql, snapshot) get no file access from SQL either; export opens its own.
         config: dict[str, Any] = (
             {"enable_external_access": False} if read_only else {"checkpoint_threshold": CHECKPOINT_LIMIT}
