@@ -1,7 +1,7 @@
 """The DuckDB store: the only writer and owner of the tables (``core``: the store; ``commits``: group commit;
 ``refresher``: figures and summaries after commits; ``schedule``: the writer's other chores; ``layout``: the file,
-its tables and migrations; ``failure``: storage failures; ``retention``: the archive), the summaries kept at ingest
-(``aggregates``) and the named queries every page and report reads (``reads``)."""
+its tables and migrations; ``failure``: storage failures; ``retention``: the archive, ``archive``: its folder),
+the summaries kept at ingest (``aggregates``) and the named queries every page and report reads (``reads``)."""
 
 from __future__ import annotations
 

@@ -41,6 +41,7 @@ from ..reference import ReferenceValue, published_bundle
 from ..sqlguard import DEFAULT_MAX_BYTES, QueryResult, run_query
 from ..validation import compress, digest
 from . import baselines, retention
+from .archive import ArchiveFolder, Observe
 from .commits import GroupCommit, Pending, Stored, gather, resolve
 from .failure import STORAGE_ERRORS, StorageFailure, first_line
 from .layout import DB_VERSION, check_version, connect, copy_database, migrate, refusal
@@ -84,11 +85,9 @@ class Store:
         #: Raw rows of runs older than this many days move to the archive (``retention``); 0 keeps them all.
         self.retention_days = retention_days
         self.archive_dir = archive_dir or retention.default_folder(path)
+        self._folder = ArchiveFolder(self.archive_dir)
         check_db(path, read_only=read_only)  # a missing folder is refused: creating one is the caller's choice
-        # Read-only users (report, sql, snapshot) get no file access from SQL either; export opens its own.
-        config: dict[str, Any] = (
-            {"enable_external_access": False} if read_only else {"checkpoint_threshold": CHECKPOINT_LIMIT}
-        )
+        config: dict[str, Any] = {} if read_only else {"checkpoint_threshold": CHECKPOINT_LIMIT}
         if threads is not None:
             config["threads"] = threads
         self._config = config
@@ -106,9 +105,14 @@ class Store:
         self.schedule = WriterSchedule(retention=bool(retention_days))
         try:
             if read_only:
+                # Read-only users (report, sql, snapshot) get no file access from SQL either, but the archive's
+                # (``all_results``); export opens its own.
+                self._con.execute(self._folder.allow_sql())
+                self._con.execute("SET enable_external_access = false")
                 check_version(self._con, path)
             else:
-                self._commits.reset(migrate(self._con.cursor(), path))
+                self._commits.reset(migrate(self._con.cursor(), path, self._folder.views()))
+                self._folder.recover(self._con.cursor())
         except BaseException as exc:
             with suppress(duckdb.Error):
                 self._con.close()
@@ -151,8 +155,10 @@ class Store:
         self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
     ) -> QueryResult:
         """A reader's own SQL: one checked statement, read-only, interrupted after ``timeout_s``, cut at
-        ``max_rows`` rows or ``max_bytes`` bytes of values (``sqlguard``)."""
-        return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes)
+        ``max_rows`` rows or ``max_bytes`` bytes of values (``sqlguard``). The archive's files stay where they are
+        meanwhile, so ``all_results`` finds every run once."""
+        with self._folder.reading():
+            return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes)
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for one request or command: cheap, and safe to use from its own thread; StorageUnavailable
@@ -168,6 +174,7 @@ class Store:
         """For a server that answers users' SQL: no file, network or extension access (nor installs), a memory limit
         on what DuckDB manages, memory handed back to the system after a large query, and no more SET."""
         cur = self._con.cursor()
+        cur.execute(self._folder.allow_sql())  # the archive's files alone, for ``all_results``
         cur.execute("SET enable_external_access = false")
         # What the collector uses (json, parquet, icu) is built in; a reader's query must not fetch or load more.
         cur.execute("SET autoinstall_known_extensions = false")
@@ -381,7 +388,8 @@ class Store:
                 self._con = connect(self.path, config=self._config)
                 if self._hardened:
                     self.harden(self._memory_limit)
-                self._commits.reset(migrate(self._con.cursor(), self.path))
+                self._commits.reset(migrate(self._con.cursor(), self.path, self._folder.views()))
+                self._folder.recover(self._con.cursor())
             cur = self._con.cursor()
             cur.execute("INSERT OR REPLACE INTO meta VALUES ('last_probe', ?)", [datetime.now(timezone.utc)])
         except Exception as exc:
@@ -411,19 +419,20 @@ class Store:
         """One batch of old runs to the archive (only runs already summarised), timed for the schedule."""
         began, moved, summarised = time.monotonic(), None, self._refresher.refreshed_to
         try:
-            moved = retention.archive_batch(cur, self.archive_dir, self.retention_days, summarised_before=summarised)
-        finally:
-            self.schedule.archived(moved, time.monotonic() - began, waiting=not self._queue.empty(),
-                                   settled=summarised >= self._refresher.committed_to)  # fmt: skip
+            moved = retention.archive_batch(cur, self._folder, self.retention_days, summarised_before=summarised)
+        finally:  # files left in staging (readers held the folder) are published at the next pass, soon
+            settled = summarised >= self._refresher.committed_to and not self._folder.unpublished
+            self.schedule.archived(moved, time.monotonic() - began, waiting=not self._queue.empty(), settled=settled)
         return moved
 
-    def archive(self) -> int:
-        """Archive every run due now (``flopfleet-collector archive``, with no server on the file); the runs moved."""
+    def archive(self, observe: Observe | None = None) -> int:
+        """Archive every run due now (``flopfleet-collector archive``, with no server on the file); the runs moved.
+        ``observe`` is told each step of each batch (``retention.STEPS``)."""
         if not self.retention_days:
             raise StorageUnavailable("retention_days is 0: nothing is archived (set FLOPFLEET_RETENTION_DAYS)")
-        cur, moved = self._cursor(), 0
-        while done := retention.archive_batch(cur, self.archive_dir, self.retention_days,
-                                              summarised_before=self._refresher.refreshed_to):  # fmt: skip
+        cur, moved, days = self._cursor(), 0, self.retention_days
+        while done := retention.archive_batch(cur, self._folder, days, summarised_before=self._refresher.refreshed_to,
+                                              observe=observe):  # fmt: skip
             moved += done
         return moved
 
@@ -478,7 +487,7 @@ class Store:
             where = cur.execute(
                 "SELECT CAST(day AS VARCHAR), batch FROM archived_runs WHERE run_id = ?::UUID", [run_id]
             ).fetchone()
-            found = retention.archived_payload(self.archive_dir, run_id, *where) if where else None
+            found = self._folder.payload(run_id, *where) if where else None
             if found is None:
                 raise NotFound(f"run {run_id} was archived, and its archive file is not in {self.archive_dir.name}")
             payload = found
@@ -493,4 +502,4 @@ class Store:
         if dest.exists():
             raise CollectorError(f"{dest} exists; a snapshot never overwrites a file")
         self.settle()
-        return copy_database(self._cursor(), dest)
+        return copy_database(self._cursor(), dest, self._folder.views())

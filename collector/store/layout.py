@@ -8,6 +8,8 @@ collector) are summarised a batch per transaction. A file written by a newer col
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 from contextlib import suppress
@@ -75,8 +77,8 @@ def refusal(path: Path, exc: duckdb.Error) -> CollectorError | None:
     return None
 
 
-def count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
-    row = cur.execute(f"SELECT count(*) FROM {table}").fetchone()
+def count(cur: duckdb.DuckDBPyConnection, table: str, params: list[object] | None = None) -> int:
+    row = cur.execute(f"SELECT count(*) FROM {table}", params).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -109,15 +111,16 @@ def _newer(path: Path, found: int) -> NewerDatabase:
     )
 
 
-def migrate(cur: duckdb.DuckDBPyConnection, path: Path) -> int:
-    """Bring the file up to this collector's layout; the ``commit_seq`` of the next commit."""
+def migrate(cur: duckdb.DuckDBPyConnection, path: Path, archive_views: dict[str, str]) -> int:
+    """Bring the file up to this collector's layout, with the views over its archive (``archive``); the
+    ``commit_seq`` of the next commit."""
     found = _version(cur)
     if found is not None and found > DB_VERSION:
         raise _newer(path, found)  # before anything is written to it
     # One transaction: a file whose damage shows only now (a bad block read while migrating) is left as it was.
     cur.begin()
     try:
-        _layout(cur)
+        _layout(cur, archive_views)
         cur.commit()
     except BaseException:
         with suppress(duckdb.Error):
@@ -148,7 +151,7 @@ def migrate(cur: duckdb.DuckDBPyConnection, path: Path) -> int:
     return int(row[0]) + 1 if row and row[0] is not None else 0
 
 
-def _layout(cur: duckdb.DuckDBPyConnection) -> None:
+def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> None:
     """This collector's tables, columns, views, figure definitions and bundled baselines."""
     cur.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     for table in TABLES:
@@ -166,9 +169,23 @@ def _layout(cur: duckdb.DuckDBPyConnection) -> None:
         cur.execute(aggregates.HISTORY_SUITES)
     for name, sql in VIEWS.items():
         cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+    _create_archive_views(cur, archive_views)
     cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
     cur.executemany(*definitions_insert())
     baselines.sync_bundled(cur)  # this version's bundled baselines, as its figure definitions
+
+
+def _create_archive_views(cur: duckdb.DuckDBPyConnection, views: dict[str, str]) -> None:
+    """The views over the archive, recreated only when their SQL changed: creating one reads every archive file's
+    schema, which an open should not pay for."""
+    digest = hashlib.sha256(json.dumps(views, sort_keys=True).encode()).hexdigest()
+    row = cur.execute("SELECT value FROM meta WHERE key = 'archive_views'").fetchone()
+    have = count(cur, f"duckdb_views() WHERE view_name IN ({', '.join('?' * len(views))})", list(views))
+    if row is not None and row[0] == digest and have == len(views):
+        return
+    for name, sql in views.items():
+        cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+    cur.execute("INSERT OR REPLACE INTO meta VALUES ('archive_views', ?)", [digest])
 
 
 def _ddl() -> list[str]:
@@ -189,7 +206,7 @@ def _add_new_columns(cur: duckdb.DuckDBPyConnection, table: str) -> None:
             cur.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sql}")
 
 
-def copy_database(src: duckdb.DuckDBPyConnection, dest: Path) -> Path:
+def copy_database(src: duckdb.DuckDBPyConnection, dest: Path, archive_views: dict[str, str]) -> Path:
     """A consistent copy of every table into a new database file at ``dest``, taken while writes go on.
 
     The copy goes through Arrow into a second DuckDB instance, because the source may have external access off;
@@ -211,7 +228,7 @@ def copy_database(src: duckdb.DuckDBPyConnection, dest: Path) -> Path:
             target.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
             target.unregister("incoming")
         src.execute("ROLLBACK")
-        for name, sql in VIEWS.items():
+        for name, sql in (VIEWS | archive_views).items():
             target.execute(f"CREATE VIEW {name} AS {sql}")
         target.execute("CHECKPOINT")
     finally:

@@ -6,22 +6,25 @@ commits (``schedule``: at most a quarter of its time while runs arrive), the old
 ``<archive>/<table>/day=YYYY-MM-DD/<batch>.parquet`` (hive-style, so DuckDB, Spark or Trino read the folder as one
 table). The runs' rows in ``runs`` and ``gpus``, their figures and every summary stay, so pages, reports, health
 and version checks are unchanged; SQL over ``results`` and the views built on it covers the runs not archived
-(``archived_runs`` lists the others and where they went).
+(``archived_runs`` lists the others and where they went), ``all_results`` covers both (``archive``).
 
-Crash-safe: a batch's files are written first (each to a temporary name, then renamed), and only then, in one
-transaction, are the rows deleted and the batch recorded in ``archived_runs``. A crash in between leaves files that
-no batch names; they are removed before the next batch of that day is written, and the runs are archived again.
+Every acknowledged run is live or archived, once, at every moment: a batch's files are written to staging first
+(``archive``), then one transaction deletes the rows and records the batch in ``archived_runs``, and only then are
+the files published. A crash at any step leaves files that the database says what to do with when the store opens
+again: published if their batch was recorded, removed (and the runs archived again) if not.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
+from contextlib import suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
+
+from .archive import FOLDERS, ArchiveFolder, Observe
 
 log = logging.getLogger(__name__)
 
@@ -30,48 +33,37 @@ ARCHIVED_DDL = """CREATE TABLE IF NOT EXISTS archived_runs (
 #: The raw tables whose rows move to the archive (``runs`` keeps its row, its stored JSON moves as ``payloads``).
 MOVED = ("results", "gpu_samples")
 #: Runs per batch: small, because the writer stores no run while it archives a batch (100 runs of 300 results
-#: took about 0.3 s on 2 cores, benchmarks/collector_retention.py); a batch's rows are held in memory as Arrow
-#: record batches of ``CHUNK`` rows at a time.
+#: took about 0.3 s on 2 cores, benchmarks/collector_retention.py).
 BATCH_RUNS = 100
-CHUNK = 50_000
 #: The stored JSON of an archived run, in place of the compressed payload: an empty value.
 ARCHIVED_PAYLOAD = b""
+#: The steps of a batch, in order, as ``archive_batch`` tells its observer.
+STEPS = (*(f"written {f}" for f in FOLDERS), "committed", *(f"published {f}" for f in FOLDERS))
 
 
 def default_folder(db: Path) -> Path:
     return db.with_name(db.name + ".archive")
 
 
-def _write(cur: duckdb.DuckDBPyConnection, sql: str, params: list[object], target: Path) -> int:
-    """The rows of ``sql`` into one Parquet file, atomically; the rows written."""
-    import pyarrow.parquet as pq
-
-    reader = cur.sql(sql, params=params).to_arrow_reader(CHUNK)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    rows = 0
-    with pq.ParquetWriter(partial, reader.schema, compression="zstd") as writer:
-        for batch in reader:
-            writer.write_batch(batch)
-            rows += batch.num_rows
-    os.replace(partial, target)
-    return rows
-
-
-def _orphans(folder: Path, day: str, known: set[str]) -> None:
-    """Files of ``day`` no recorded batch names: a crash between writing them and recording them."""
-    for table in (*MOVED, "payloads"):
-        for path in (folder / table / f"day={day}").glob("*.parquet*"):
-            if path.name.split(".")[0] not in known:
-                log.warning("removing %s: written by an archive batch that was never recorded", path)
-                path.unlink()
-
-
 def archive_batch(
-    cur: duckdb.DuckDBPyConnection, folder: Path, days: int, *, summarised_before: int, now: datetime | None = None
+    cur: duckdb.DuckDBPyConnection,
+    folder: ArchiveFolder,
+    days: int,
+    *,
+    summarised_before: int,
+    now: datetime | None = None,
+    observe: Observe | None = None,
 ) -> int:
     """Archive one batch of runs (all of one day) started more than ``days`` days before ``now``; the runs moved.
-    Only runs of commits below ``summarised_before`` are taken: a late run's rows stay until its figures exist."""
+    Only runs of commits below ``summarised_before`` are taken: a late run's rows stay until its figures exist.
+    ``observe`` is told each of ``STEPS`` as it is done."""
+    with folder.batch_lock:
+        folder.tidy(cur)
+        return _batch(cur, folder, days, summarised_before, now, observe or (lambda step: None))
+
+
+def _batch(cur: duckdb.DuckDBPyConnection, folder: ArchiveFolder, days: int, summarised_before: int,
+           now: datetime | None, observe: Observe) -> int:  # fmt: skip
     cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=days)
     due = cur.execute(
         """WITH due AS (SELECT run_id, commit_seq, CAST(started_at AT TIME ZONE 'UTC' AS DATE) AS day FROM runs
@@ -92,39 +84,27 @@ def archive_batch(
     params: list[object] = [ids]
     if len(seqs) == len(ids):  # else runs an older collector stored before commits were numbered: by id alone
         chosen, params = f"commit_seq BETWEEN ? AND ? AND {chosen}", [seqs[0], seqs[-1], ids]
-    batch = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
-    known = {b for (b,) in cur.execute("SELECT DISTINCT batch FROM archived_runs WHERE day = ?", [day]).fetchall()}
-    _orphans(folder, day, known)
+    at = datetime.now(timezone.utc)
+    # Named by its runs and its moment: an attempt that was never recorded never shares a name with a later one.
+    batch = hashlib.sha256("\n".join([*ids, at.isoformat()]).encode()).hexdigest()[:16]
     for table in MOVED:
-        _write(cur, f"SELECT * FROM {table} WHERE {chosen}", params, folder / table / f"day={day}" /
-               f"{batch}.parquet")  # fmt: skip
-    _write(cur, f"SELECT run_id, payload FROM runs WHERE {chosen}", params,
-           folder / "payloads" / f"day={day}" / f"{batch}.parquet")  # fmt: skip
+        folder.write(cur, f"SELECT * FROM {table} WHERE {chosen}", params, table, day, batch)
+        observe(f"written {table}")
+    folder.write(cur, f"SELECT run_id, payload FROM runs WHERE {chosen}", params, "payloads", day, batch)
+    observe("written payloads")
     cur.begin()
     try:
         for table in MOVED:
             cur.execute(f"DELETE FROM {table} WHERE {chosen}", params)
         cur.execute(f"UPDATE runs SET payload = ? WHERE {chosen}", [ARCHIVED_PAYLOAD, *params])
-        cur.execute(
-            "INSERT INTO archived_runs SELECT unnest(?::UUID[]), ?, ?, ?", [ids, day, batch, datetime.now(timezone.utc)]
-        )
+        cur.execute("INSERT INTO archived_runs SELECT unnest(?::UUID[]), ?, ?, ?", [ids, day, batch, at])
         cur.commit()
     except BaseException:
-        cur.rollback()
+        folder.unpublished = True  # whether it committed is the database's to say (``tidy``), not this exception's
+        with suppress(duckdb.Error):
+            cur.rollback()
         raise
-    log.info("archived %d runs of %s (batch %s) to %s", len(ids), day, batch, folder)
+    observe("committed")
+    folder.publish(day, batch, observe)
+    log.info("archived %d runs of %s (batch %s) to %s", len(ids), day, batch, folder.root)
     return len(ids)
-
-
-def archived_payload(folder: Path, run_id: str, day: str, batch: str) -> bytes | None:
-    """The stored (gzip-compressed) JSON of an archived run, read back from its batch's file."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    path = folder / "payloads" / f"day={day}" / f"{batch}.parquet"
-    if not path.exists():
-        return None
-    table = pq.read_table(path, columns=["run_id", "payload"])
-    ids = table.column("run_id").cast("string")
-    found = table.filter(pc.equal(ids, run_id))
-    return bytes(found.column("payload")[0].as_py()) if found.num_rows else None

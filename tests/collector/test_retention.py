@@ -11,9 +11,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from collector.errors import StorageUnavailable
+import collector.store.retention as retention
+from collector.errors import QueryFailed, StorageUnavailable
 from collector.report import build_report
 from collector.store import SUMMARY_TABLES, Store
+from collector.store.archive import ArchiveFolder
 from tests.collector.conftest import query
 from tests.factories import bandwidth, make_run, matmul
 
@@ -59,7 +61,9 @@ def test_old_runs_move_to_parquet_and_everything_derived_stays(tmp_path: Path) -
     assert rows == (6, 3)
 
 
-def test_a_batch_written_but_never_recorded_is_written_again_once(tmp_path: Path) -> None:
+def test_an_older_collectors_unrecorded_batch_is_removed_and_written_again_once(tmp_path: Path) -> None:
+    """An older collector wrote a batch's files straight to their published names before recording it; a crash in
+    between left files no batch names, where readers of the archive see them. The first open removes them."""
     db = tmp_path / "db.duckdb"
     with Store(db, retention_days=30) as store:
         for run in _runs([40, 40]):
@@ -69,6 +73,7 @@ def test_a_batch_written_but_never_recorded_is_written_again_once(tmp_path: Path
     with Store(db, retention_days=30) as store:
         store.archive()
     con = duckdb.connect(str(db))
+    con.execute("DELETE FROM meta WHERE key = 'archive_staged'")  # as an older collector left the file
     con.execute("DELETE FROM archived_runs")  # the record the crash lost; the rows are gone in the same commit,
     con.execute("CHECKPOINT")  # so put them back from the archive, as the uncommitted transaction left them
     for table in ("results", "gpu_samples"):
@@ -146,3 +151,70 @@ def test_runs_an_older_collector_stored_unnumbered_are_archived_too(tmp_path: Pa
         assert store.archive() == 2
         assert query(store, "SELECT count(DISTINCT run_id) FROM results").fetchone() == (1,)
         assert store.run_payload(str(runs[0].run_id)) == runs[0].model_dump_json()
+
+
+def test_a_read_only_store_reads_the_archive_through_all_results_and_no_other_file(tmp_path: Path) -> None:
+    """``sql`` and ``report`` open the file read-only with file access off, but for the archive folder."""
+    db = tmp_path / "db.duckdb"
+    with Store(db, retention_days=30) as store:
+        for run in _runs([40, 40, 2]):
+            store.add_run(run)
+        assert store.archive() == 2
+    with Store(db, read_only=True, retention_days=30) as store:
+        assert query(store, "SELECT count(*), count(DISTINCT run_id) FROM all_results").fetchone() == (6, 3)
+        assert query(store, "SELECT count(*) FROM all_gpu_samples").fetchone() == (0,)
+        with pytest.raises(QueryFailed, match="disabled"):
+            store.sql(f"SELECT * FROM read_csv('{db.with_name('tokens.txt')}')")
+
+
+def test_files_wait_in_staging_while_a_reader_holds_the_archive(tmp_path: Path) -> None:
+    """A batch whose readers hold the folder commits, and its files stay in staging (``all_results`` still sees each
+    run once) until the next pass, when no reader holds it any more."""
+    db = tmp_path / "db.duckdb"
+    with Store(db) as store:
+        for run in _runs([40, 40, 2]):
+            store.add_run(run)
+    folder = ArchiveFolder(tmp_path / "db.duckdb.archive")
+    con = duckdb.connect(str(db))
+    with folder.reading():
+        assert retention.archive_batch(con, folder, 30, summarised_before=1 << 62) == 2
+        assert folder.unpublished and not (folder.root / "results").exists()
+        assert len(list((folder.root / "_staging").rglob("*.parquet"))) == 3
+        assert con.execute("SELECT count(*), count(DISTINCT run_id) FROM all_results").fetchone() == (6, 3)
+    assert retention.archive_batch(con, folder, 30, summarised_before=1 << 62) == 0  # nothing due: it publishes
+    assert not folder.unpublished and not list((folder.root / "_staging").rglob("*.parquet"))
+    assert len(list(folder.root.glob("*/day=*/*.parquet"))) == 3
+    assert con.execute("SELECT count(*), count(DISTINCT run_id) FROM all_results").fetchone() == (6, 3)
+    con.close()
+
+
+def test_a_batch_whose_transaction_fails_is_archived_again_once(tmp_path: Path) -> None:
+    """The batch's files are written, then its transaction fails (another transaction holds its runs' rows): the
+    runs stay live, and its files are never published. Archived again while a reader holds the folder (so the
+    first attempt's files are still there), each run is still seen once; the next pass removes them."""
+    db = tmp_path / "db.duckdb"
+    with Store(db) as store:
+        for run in _runs([40, 40, 2]):
+            store.add_run(run)
+    folder = ArchiveFolder(tmp_path / "db.duckdb.archive")
+    con = duckdb.connect(str(db))
+    other = con.cursor()
+    other.execute("BEGIN")
+    other.execute("DELETE FROM results")  # not committed: the batch's DELETE of these rows conflicts with it
+    with pytest.raises(duckdb.TransactionException):
+        retention.archive_batch(con, folder, 30, summarised_before=1 << 62)
+    other.execute("ROLLBACK")
+    assert folder.unpublished and len(list((folder.root / "_staging").rglob("*.parquet"))) == 3
+    assert con.execute("SELECT count(*), count(DISTINCT run_id) FROM all_results").fetchone() == (6, 3)
+    with folder.reading():
+        assert retention.archive_batch(con, folder, 30, summarised_before=1 << 62) == 2
+        assert len(list((folder.root / "_staging").rglob("*.parquet"))) == 6  # both attempts' files
+        assert con.execute("SELECT count(*), count(DISTINCT run_id) FROM all_results").fetchone() == (6, 3)
+    assert retention.archive_batch(con, folder, 30, summarised_before=1 << 62) == 0
+    assert not list((folder.root / "_staging").rglob("*.parquet"))
+    published = duckdb.connect().execute(
+        f"SELECT count(*), count(DISTINCT run_id) FROM read_parquet('{folder.root}/results/*/*.parquet')"
+    )
+    assert published.fetchone() == (4, 2)
+    assert con.execute("SELECT count(*), count(DISTINCT run_id) FROM all_results").fetchone() == (6, 3)
+    con.close()
