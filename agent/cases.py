@@ -37,6 +37,7 @@ from .errors import Unsupported, is_oom
 from .monitor import Monitor
 from .nvml import slowed_down
 from .physics import ABOVE_PEAK, peak_fraction
+from .starvation import Remeasure, starved
 from .target import Target
 from .timing import BurstPolicy, Timed, TimingPolicy
 
@@ -64,6 +65,7 @@ class CaseContext:
         self.target = target
         self.policy = policy
         self._timer = target.timer()
+        self._remeasure = Remeasure()
 
     def measure(
         self,
@@ -73,7 +75,16 @@ class CaseContext:
         graphable: bool = True,
         policy: TimingPolicy | None = None,
     ) -> Timed:
-        return self._timer.measure(fn, policy or self.policy, flush=flush, graphable=graphable)
+        """``fn`` timed; a window that did not get the host it needed (``starvation.starved``) measured again, the
+        least starved kept: flagged ``starved`` by ``finish_case`` if even that one was."""
+        timed = self._timer.measure(fn, policy or self.policy, flush=flush, graphable=graphable)
+        for _ in range(self._remeasure.tries() if starved(timed.stats) else 0):
+            again = self._timer.measure(fn, policy or self.policy, flush=flush, graphable=graphable)
+            timed = min(timed, again, key=lambda t: (starved(t.stats), t.stats.host_wait or 0.0))
+            if not starved(timed.stats):
+                break
+        self._remeasure.record(starved(timed.stats))
+        return timed
 
     def bursts(self, fn: Callable[[], object], policy: BurstPolicy) -> Timed:
         return self._timer.bursts(fn, policy)
@@ -149,6 +160,8 @@ def finish_case(
         flags.append("high_cv")
     if outcome.timing.settled is False:
         flags.append("unsettled")
+    if starved(outcome.timing):
+        flags.append("starved")
     if fraction is not None and fraction > ABOVE_PEAK:
         flags.append("above_peak")
     if state is not None and slowed_down(state.throttle_reasons, gpu):

@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - older typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
 from rich.text import Text
 
-from schemas import Gpu
+from schemas import Gpu, RunSubmission
 from schemas.helpscreen import plain_help
 from schemas.terminal import literal
 from schemas.verdicts import EXIT_CODES, Level
@@ -34,6 +34,7 @@ from .occupancy import check_when_busy
 from .priority import apply as lower_priority
 from .priority import check_priority
 from .settings import KEYS, Resolved
+from .stop import Stop, stopping_on_signals
 
 #: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
 EXIT_FAILED = 1
@@ -78,7 +79,11 @@ WhenBusyOpt = Annotated[
 ]
 BusyWaitOpt = Annotated[float | None, typer.Option(help="Seconds --when-busy wait waits (default: 600).")]
 PriorityOpt = Annotated[
-    str | None, typer.Option(help="The agent's CPU and I/O priority: low (nice 19, idle I/O; the default) or normal.")
+    str | None,
+    typer.Option(
+        help="The agent's CPU and I/O priority: normal (the default) or low (nice 19, idle I/O: a busy "
+        "host is then skipped, waited for or measured as --when-busy says)."
+    ),
 ]
 JitterOpt = Annotated[
     float | None,
@@ -131,6 +136,7 @@ def _progress(*, disable: bool) -> Iterator[Callable[[object], None]]:
     with Progress(_CaseColumn(), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
                   disable=disable) as progress:  # fmt: skip
         task = progress.add_task("", total=None, bench="planning")
+        said: set[str] = set()
 
         def on_event(event: object) -> None:
             from .runner import CaseEvent
@@ -139,6 +145,9 @@ def _progress(*, disable: bool) -> Iterator[Callable[[object], None]]:
             progress.update(
                 task, total=event.total, completed=event.done, bench=event.benchmark, description=event.label
             )
+            if event.result is not None and "starved" in event.result.flags and "starved" not in said:
+                said.add("starved")  # at once, not only in the summary: the run may take longer than it should
+                err.print(Text.assemble(("note", "yellow"), ": ", literal(render.starved_note(event))))
 
         yield on_event
 
@@ -254,7 +263,6 @@ def run(
     """
     from .distributed.nodes import Nodes, from_launcher
     from .session import execute
-    from .upload import deliver
 
     settings = _settings(config, token, suite=suite, device=device, gpus=gpus, collector=collector,
                          token_file=token_file, spool_dir=spool_dir,
@@ -280,10 +288,19 @@ def run(
         case_timeout_s=settings["case_timeout"],
         when_busy=check_when_busy(settings["when_busy"]),
         busy_wait_s=settings["busy_wait"],
+        priority=check_priority(settings["priority"]),
     )
     _settle(settings)
-    with _progress(disable=quiet) as on_event:
-        submission = execute(run_config, on_event)
+    with stopping_on_signals(Stop()) as stop:  # a signal stops the measuring; the run is still written and posted
+        with _progress(disable=quiet) as on_event:
+            submission = execute(run_config, on_event, stop)
+        _keep(submission, run_config, stop)
+
+
+def _keep(submission: RunSubmission, run_config: RunConfig, stop: Stop) -> None:
+    """Show, write and post a run; the exit code says what became of it (and of a run told to stop)."""
+    from .upload import deliver
+
     out.print(render.summary_table(submission))
     for line in render.problems(submission):
         err.print(Text.assemble(("note", "yellow"), ": ", line))
@@ -294,12 +311,17 @@ def run(
     if run_config.upload.collector_url:
         from .upload import new_client
 
+        # Told to stop, the agent has moments before SIGKILL (Slurm's KillWait, Kubernetes' grace period: 30 s by
+        # default): one attempt, then the spool.
+        upload = replace(run_config.upload, retries=1) if stop.requested else run_config.upload
         with new_client() as client:
-            delivery = deliver(submission, run_config.upload, client)
+            delivery = deliver(submission, upload, client)
         delivered = delivery.status in ("sent", "duplicate")
         (out if delivered else err).print(render.delivery_line(delivery))
         if not delivered:
             raise typer.Exit(EXIT_KEPT if delivery.status == "spooled" else EXIT_FAILED)
+    if stop.requested:
+        raise typer.Exit(stop.exit_code)
 
 
 class _CheckCommand(TyperCommand):
@@ -375,6 +397,7 @@ def check(
                 case_timeout_s=settings["case_timeout"],
                 when_busy=check_when_busy(settings["when_busy"]),
                 busy_wait_s=settings["busy_wait"],
+                priority=check_priority(settings["priority"]),
             ),
             from_collector=from_collector,
             remeasure=remeasure,

@@ -17,6 +17,7 @@ from .distributed.nodes import Nodes
 from .errors import ConfigError
 from .launchers import ISOLATIONS, Isolation
 from .occupancy import DEFAULT_WAIT_S, WhenBusy, check_when_busy
+from .priority import Priority, check_priority
 
 ATTENTION: tuple[AttentionImplementation, ...] = ("sdpa", "eager", "flash_attention_2")
 _TAG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,63})=(.{0,256})$")
@@ -134,7 +135,8 @@ class RunConfig:
     isolation: Isolation = "process"  # where device cases run: a child process per device, or the agent's own
     case_timeout_s: float | None = None  # a device case making no progress this long is a hang (None: generous)
     when_busy: WhenBusy = "skip"  # a GPU another process uses: skipped (reason given), waited for, or measured
-    busy_wait_s: float = DEFAULT_WAIT_S  # how long ``wait`` waits for busy GPUs to become idle
+    busy_wait_s: float = DEFAULT_WAIT_S  # how long ``wait`` waits for busy GPUs (or a busy host, at low) to be idle
+    priority: Priority = "normal"  # the agent's CPU and I/O priority (``priority.apply``; the CLI applies it)
 
     def __post_init__(self) -> None:
         if self.device not in KINDS:
@@ -148,6 +150,7 @@ class RunConfig:
         if self.case_timeout_s is not None and not 0 < self.case_timeout_s <= 86_400:
             raise ConfigError(f"--case-timeout {self.case_timeout_s} must be a number of seconds in (0, 86400]")
         check_when_busy(self.when_busy)
+        check_priority(self.priority)
         if not 0 <= self.busy_wait_s <= 86_400:
             raise ConfigError(f"--busy-wait {self.busy_wait_s} must be a number of seconds in [0, 86400]")
         if self.attn_implementation not in ATTENTION:

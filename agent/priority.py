@@ -1,7 +1,14 @@
-"""The agent's own CPU and I/O priority: lowest by default, so that on a machine whose jobs share its CPUs and disks
-the agent yields to them (``nice`` 19 and the idle I/O class, as ``nice -n 19 ionice -c 3`` would set). The
-measuring processes inherit both. GPU kernels do not care; what a loaded host slows is the launches, which the
-figures' ``launch_bound`` flag already reports.
+"""The agent's own CPU and I/O priority: ``normal`` by default, ``low`` (``nice`` 19 and the idle I/O class, as
+``nice -n 19 ionice -c 3`` would set) where the agent must yield to the host's other work. The measuring processes
+inherit it.
+
+Why normal: a measurement taken at nice 19 on a busy host is not a GPU figure. Against two busy processes of its own
+session on a 2-core machine, the quick suite at nice 19 had not finished after 900 s (26 s at normal; CFS gives a
+nice-19 thread 15/1039 of a contended CPU), and the H200 machine's standard run with 16 busy processes beside it had
+not finished after 420 s (58 s quiet). At normal priority a busy host costs a run its fair share, not its whole
+time, and the windows it starved are flagged ``starved`` (``starvation``). Each use (docs/methodology.md,
+"A busy host"): ``run`` by hand and ``check`` in a prolog measure at normal; a periodic run on idle GPUs may ask
+for ``low``, and then a host found busy before measuring is handled as ``--when-busy`` says (skipped by default).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from schemas.verdicts import FigureVerdict, GpuVerdict, Level
 
 from .benchmarks import AnyBenchmark
 from .counters import alarms
+from .runner import CaseEvent
 from .settings import Resolved
 from .suites import Suite
 from .upload import Delivery
@@ -116,6 +117,8 @@ def summary_table(run: RunSubmission) -> Table:
 def problems(run: RunSubmission) -> list[Text]:
     """One line per distinct reason a result was not ok, per flag raised, and per error counter that moved."""
     lines: dict[str, int] = defaultdict(int)
+    if run.interrupted:
+        lines[f"the run was interrupted ({run.interrupted}): it keeps what it measured"] += 1
     for gpu in run.gpus:
         for alarm in alarms(gpu):
             lines[f"GPU {gpu.index}: {alarm}"] += 1
@@ -125,6 +128,17 @@ def problems(run: RunSubmission) -> list[Text]:
         for flag in r.flags:
             lines[f"{r.name}: flagged {flag}"] += 1
     return [literal(f"{text} (x{count})" if count > 1 else text) for text, count in lines.items()]
+
+
+def starved_note(event: CaseEvent) -> str:
+    """Said at the first starved case: what it means for this run, while it still runs."""
+    timing = event.result.timing if event.result is not None else None
+    share = timing.host_wait if timing is not None else None
+    waited = f" (its threads waited for a CPU {share:.0%} of their time)" if share else ""
+    return (
+        f"{event.benchmark} {event.label} did not get the host it needed{waited}: the host is busy. Its figures "
+        "and any others like it are flagged 'starved' and kept out of verdicts"
+    )
 
 
 def benchmarks_table(suite: Suite, benchmarks: Iterable[AnyBenchmark], cases: dict[str, list[str]]) -> Table:

@@ -18,6 +18,7 @@ from .benchmarks import AnyBenchmark, Benchmark, Case, GroupBenchmark, Span
 from .launchers import Counted, Finisher, Job, Launchers
 from .launchers.inline import InlineLauncher
 from .monitor import Monitor
+from .stop import Stop
 from .target import Target
 from .timing import TimingPolicy
 
@@ -74,10 +75,12 @@ def run_cases(
     on_event: ProgressFn | None = None,
     launchers: Launchers | None = None,
     origin: float | None = None,
+    stop: Stop | None = None,
 ) -> list[Result]:
     """Every case of every benchmark on every target, each isolated from the others: device cases through the
     device launcher (in this process unless told otherwise), then the group cases through worker groups.
-    ``origin`` (the agent's start, on time.monotonic) dates each result's hand-over and return."""
+    ``origin`` (the agent's start, on time.monotonic) dates each result's hand-over and return; once ``stop`` is
+    requested the case being measured ends and the rest are skipped (``agent.stop``)."""
     plan = planned(benchmarks, targets, span)
     notify = on_event or (lambda _: None)
     total = len(plan)
@@ -86,7 +89,7 @@ def run_cases(
         notify(CaseEvent(done, total, bench.NAME, case.label, where, result))
 
     chosen = launchers or Launchers(InlineLauncher(policy))
-    finish = Finisher(monitor, {g.index: g for g in gpus}, deadline, origin)
+    finish = Finisher(monitor, {g.index: g for g in gpus}, deadline, origin, stop or Stop())
     progress = Counted(report)
     jobs = [Job(t, b, c) for t, b, c in plan if t is not None and isinstance(b, Benchmark)]
     results = chosen.device.run(jobs, finish, progress)

@@ -18,10 +18,13 @@ from .benchmarks import Benchmark, Span
 from .cases import failed_result
 from .config import RunConfig
 from .counters import XidWatch
+from .devices import device
 from .launchers import launchers_for
 from .monitor import Monitor, RunState
 from .nvml import Nvml, open_nvml
 from .runner import ProgressFn, run_cases
+from .starvation import decide_host
+from .stop import Stop
 from .suites import suite
 from .target import Target, find_targets
 from .timing import process_started
@@ -31,14 +34,22 @@ def targets_for(config: RunConfig) -> list[Target]:
     return find_targets(config.device, config.gpus)
 
 
-def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmission:
+def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | None = None) -> RunSubmission:
+    """One run of ``config``'s suite; with ``stop`` requested midway (a signal: ``agent.stop``) it ends at once with
+    what it measured, marked ``interrupted``."""
+    stop = stop or Stop()
     chosen = suite(config.suite).with_attention(config.attn_implementation)
     benchmarks = chosen.benchmarks(config.only, config.skip)
     launchers = launchers_for(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
                               parallel=config.parallel)  # fmt: skip
     device_benchmarks = [b for b in benchmarks if isinstance(b, Benchmark)]
+    host_busy = decide_host(config.priority, config.when_busy, config.busy_wait_s)  # before our own processes start
+    if host_busy:
+        device_benchmarks = []
     if device_benchmarks and not config.parallel:  # started before torch's import here, to overlap with it
-        launchers.device.prepare(tuple(m for b in device_benchmarks for m in b.WARM))
+        launchers.device.prepare(
+            tuple(m for b in device_benchmarks for m in b.WARM), overlap=device(config.device).is_gpu
+        )
     import torch
 
     targets = targets_for(config)
@@ -55,13 +66,13 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
                 handle = nvml.handle_for_uuid(gpu.uuid) if gpu.uuid else None
                 if handle is not None:
                     handles[gpu.index] = handle
-        busy = _busy(config, nvml, handles)
-        measured = [t for t in targets if t.index not in busy or config.when_busy == "measure"]
+        busy = {t.index or 0: host_busy for t in targets} if host_busy else _busy(config, nvml, handles)
+        measured = [t for t in targets if not host_busy and (t.index not in busy or config.when_busy == "measure")]
         before = {index: nvml.counters(handle) for index, handle in handles.items()} if nvml else {}
         with Monitor(nvml, handles) as monitor, _xids(nvml, handles) as xids:
             span = Span(kind=config.device, targets=tuple(measured), nodes=config.nodes)  # type: ignore[arg-type]
             results = run_cases(benchmarks, measured, gpus, chosen.policy, monitor, span=span, deadline=deadline,
-                                on_event=on_event, launchers=launchers, origin=origin)  # fmt: skip
+                                on_event=on_event, launchers=launchers, origin=origin, stop=stop)  # fmt: skip
         results = _busy_marked(results, busy) if config.when_busy == "measure" else results
         results += [
             failed_result(b, c, t, "skipped", busy.get(t.index or 0, "busy"))
@@ -96,6 +107,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None) -> RunSubmiss
         topology=probe.topology(config.device),
         tags=dict(config.tags),
         timeline=timeline,
+        interrupted=f"stopped by {stop.signal.name}" if stop.signal is not None else None,
     )
 
 

@@ -86,7 +86,9 @@ KEYS: dict[str, Key] = {
     "tags": Key(_tags, "labels stored with every run", {}),
     "when_busy": Key(_text, "a GPU another process uses: skip, wait or measure", "skip"),
     "busy_wait": Key(_number, "seconds `wait` waits for busy GPUs", 600.0),
-    "priority": Key(_text, "the agent's CPU and I/O priority: low or normal", "low"),
+    "priority": Key(
+        _text, "the agent's CPU and I/O priority: normal or low (yields to the host's other work)", "normal"
+    ),
     "jitter": Key(_number, "seconds: start after a random delay up to this", 0.0),
 }
 

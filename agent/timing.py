@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from schemas import TimingStats
 
 from .repeats import Settling, median_known, relative_halfwidth
+from .starvation import HostWindow
 
 if TYPE_CHECKING:
     import torch
@@ -220,7 +221,13 @@ def summarize(
         capture_s=max(phases.capture_s, 0.0) if phases is not None else None,
         ci_rel=min(width, 1e3) if width is not None else None,
         settled=phases.settled if phases is not None else None,
+        host_wait=_share(phases.host_wait) if phases is not None else None,
+        device_idle=_share(phases.device_idle) if phases is not None else None,
     )
+
+
+def _share(value: float | None) -> float | None:
+    return None if value is None else min(max(value, 0.0), 1.0)
 
 
 def _iqr(samples: list[float]) -> float:
@@ -238,6 +245,8 @@ class Phases:
     warmup_s: float
     capture_s: float = 0.0
     settled: bool | None = None
+    host_wait: float | None = None  # agent/starvation.py: what the window got of the host
+    device_idle: float | None = None
 
 
 def _done(samples: list[float], elapsed: float, policy: TimingPolicy) -> bool:
@@ -262,6 +271,25 @@ def _unknown_at_limit(samples: list[float], elapsed: float, policy: TimingPolicy
     """Whether repetition stopped at ``unknown_max_time_s`` with the median still not known to ``target_rel_ci``."""
     return (bool(policy.unknown_max_time_s) and elapsed >= policy.unknown_max_time_s
             and len(samples) < policy.max_repeats and not median_known(samples, policy.target_rel_ci))  # fmt: skip
+
+
+@dataclass
+class Idle:
+    """How long the device idled between the repeats of a window's batches: each batch's span from its first start
+    event to its last end event, less its repeats and the flushes between them (``flush_s`` each, the fastest seen,
+    so idleness is never overstated). Enqueued back to back, a batch leaves the device idle only where the host
+    fell behind (agent/starvation.py)."""
+
+    flush_s: float
+    span_s: float = 0.0
+    busy_s: float = 0.0
+
+    def add(self, span_s: float, repeats_s: list[float], flushes: int) -> None:
+        self.span_s += span_s
+        self.busy_s += min(sum(repeats_s) + flushes * self.flush_s, span_s)
+
+    def share(self) -> float | None:
+        return (self.span_s - self.busy_s) / self.span_s if self.span_s > 0 else None
 
 
 @dataclass(frozen=True)
@@ -349,6 +377,7 @@ def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
             times.append((time.perf_counter() - t0) / calls)
         return lambda: times
 
+    host = HostWindow()
     done = repeat(batch, policy, begin, one * calls, calls)
     stats = summarize(
         done.samples,
@@ -356,7 +385,7 @@ def measure_cpu(fn: Callable[[], object], policy: TimingPolicy) -> Timed:
         warmup=warmup + 1 + done.discarded * calls,
         calls_per_repeat=calls,
         total_s=time.perf_counter() - begin,
-        phases=Phases(warmup_s=done.warmup_end - begin, settled=done.settled),
+        phases=Phases(warmup_s=done.warmup_end - begin, settled=done.settled, host_wait=host.share()),
     )
     return Timed(stats=stats, launch_bound=False, samples_s=tuple(done.samples))
 
@@ -550,24 +579,31 @@ class CudaTimer:
             self._sync()
             time.sleep(rest_s)
 
+        idle = Idle(frame_gpu)
+
         def batch(count: int) -> Callable[[], list[float]]:
-            read = self._enqueue(body, count, flush)
+            read = self._enqueue(body, count, flush, idle)
             return lambda: [t / calls for t in read()]
 
+        host = HostWindow()
         done = repeat(batch, policy, begin, gpu_s * calls, calls, asynchronous=True)
+        phases = Phases(warmup_s=done.warmup_end - begin - capture_s, capture_s=capture_s, settled=done.settled,
+                        host_wait=host.share(), device_idle=idle.share())  # fmt: skip
         stats = summarize(
             done.samples,
             method=method,
             warmup=warmup + done.discarded * calls,
             calls_per_repeat=calls,
             total_s=time.perf_counter() - begin,
-            phases=Phases(warmup_s=done.warmup_end - begin - capture_s, capture_s=capture_s, settled=done.settled),
+            phases=phases,
         )
         return Timed(stats=stats, launch_bound=launch_bound, samples_s=tuple(done.samples))
 
-    def _enqueue(self, body: Callable[[], object], count: int, flush: bool) -> Callable[[], list[float]]:
+    def _enqueue(
+        self, body: Callable[[], object], count: int, flush: bool, idle: Idle | None = None
+    ) -> Callable[[], list[float]]:
         """``count`` repeats enqueued back to back, each between its own pair of events; what it returns waits for
-        the last and reads their times (one synchronisation per batch)."""
+        the last and reads their times (one synchronisation per batch), adding the batch's span to ``idle``."""
         torch = self._torch
         events = []
         for _ in range(count):
@@ -581,7 +617,10 @@ class CudaTimer:
 
         def read() -> list[float]:
             events[-1][1].synchronize()
-            return [s.elapsed_time(e) / 1e3 for s, e in events]
+            times = [s.elapsed_time(e) / 1e3 for s, e in events]
+            if idle is not None and len(events) > 1:
+                idle.add(events[0][0].elapsed_time(events[-1][1]) / 1e3, times, flushes=len(events) - 1 if flush else 0)
+            return times
 
         return read
 

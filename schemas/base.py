@@ -33,6 +33,8 @@ Seconds = Annotated[float, Field(ge=0.0, le=1e7)]
 PositiveSeconds = Annotated[float, Field(gt=0.0, le=1e7)]
 Rate = Annotated[float, Field(ge=0.0, le=1e12)]
 Fraction = Annotated[float, Field(ge=0.0, le=1e3)]
+#: A part of a whole: 0 to 1.
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
 Count = Annotated[int, Field(ge=0, le=2**62)]
 Positive = Annotated[int, Field(ge=1, le=2**62)]
 Dim = Annotated[int, Field(ge=1, le=1 << 24)]

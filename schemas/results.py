@@ -20,6 +20,7 @@ from .base import (
     PositiveSeconds,
     Rate,
     Seconds,
+    Share,
     Slug,
     Text,
     WireModel,
@@ -44,6 +45,7 @@ Flag = Literal[
     "busy",  # measured while another process used the GPU (--when-busy measure)
     "host_bound",  # the host's memory and scheduler set the pace (pageable copies): a figure about the host
     "unsettled",  # the timings still moved when the warm-up's time limit came, or the window's median was unknown
+    "starved",  # the measuring process did not get the host it needed (it waited for a CPU): not a figure of the device
 ]
 
 
@@ -54,7 +56,11 @@ class TimingStats(WireModel):
     out), ``capture_s`` (recording a CUDA graph) and the timed repeats. ``ci_rel`` is how well the median is known:
     the half-width of its distribution-free 95 % confidence interval over the median (None: too few repeats for
     one). ``settled``: whether a warm-up asked to last until the timings settle saw them settle, and a window asked to
-    go on until its median is known came to know it (None: neither was asked).
+    go on until its median is known came to know it (None: neither was asked). ``host_wait``: of the time the
+    measuring process's threads were ready to run during the window, the share they waited for a CPU (Linux's
+    run-queue wait; None where the host does not say); ``device_idle``: the share of the window's batches, enqueued
+    back to back, that the device spent idle between repeats (GPU timers only). Both say whether the figure is the
+    device's or a busy host's (agent/starvation.py).
     """
 
     method: TimingMethod
@@ -72,6 +78,8 @@ class TimingStats(WireModel):
     capture_s: Seconds | None = None
     ci_rel: Annotated[float, Field(ge=0.0, le=1e3)] | None = None
     settled: bool | None = None
+    host_wait: Share | None = None
+    device_idle: Share | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

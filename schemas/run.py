@@ -8,7 +8,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 from typing_extensions import Self
 
-from .base import Label, Slug, TagValue, WireModel
+from .base import Label, Slug, TagValue, Text, WireModel
 from .environment import Gpu, GpuSamples, Host, Software
 from .results import Result
 from .timeline import Timeline
@@ -39,6 +39,9 @@ class RunSubmission(WireModel):
     tags: dict[Slug, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
     topology: Annotated[str, StringConstraints(max_length=20_000)] | None = None  # `nvidia-smi topo -m`
     timeline: Timeline | None = None  # where the run's wall time went (schemas/timeline.py)
+    #: Why the run ended before its plan did (the signal that stopped it: a job's time limit, a drain, Ctrl-C);
+    #: its unfinished cases are ``skipped`` with the reason. None: the run went to its end.
+    interrupted: Text | None = None
 
     @field_validator("schema_version")
     @classmethod

@@ -404,8 +404,9 @@ def figure_verdict(j: FigureJudgement) -> FigureVerdict:
     )
 
 
-#: Flags that keep a result out of every figure (the collector's ``figures.TRUSTED`` is built from them).
-UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result"})
+#: Flags that keep a result out of every figure (the collector's ``figures.TRUSTED`` is built from them): a
+#: measurement error, wrong numerics, a window the host starved (a busy host's figure, not the device's).
+UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result", "starved"})
 
 
 def health_figure(result: object) -> str | None:

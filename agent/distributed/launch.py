@@ -123,19 +123,25 @@ class Record:
     duration_s: float = 0.0
 
 
-def launch(task: Task, group: Group, environ: Mapping[str, str] | None = None) -> Iterator[Record]:
-    """Run every case of ``task`` on ``group``; yields one record per case, in order, as each finishes."""
+def launch(
+    task: Task,
+    group: Group,
+    environ: Mapping[str, str] | None = None,
+    stopped: Callable[[], bool] = lambda: False,
+) -> Iterator[Record]:
+    """Run every case of ``task`` on ``group``; yields one record per case, in order, as each finishes. Once
+    ``stopped()`` (the run was told to stop) the group is stopped and no record comes for the cases left."""
     env = dict(os.environ if environ is None else environ)
     start = 0
     failed_starts = 0
     while start < len(task.cases):
         part = Task(task.kind, task.cases[start:], task.policy, task.timeout_s)
         with tempfile.TemporaryDirectory(prefix="flopfleet-group-") as tmp:
-            outcome = _GroupRun(part, group, Path(tmp), env)
+            outcome = _GroupRun(part, group, Path(tmp), env, stopped)
             for record in outcome.records():
                 yield _shifted(record, start)
             done = start + outcome.finished
-            if done >= len(task.cases):
+            if done >= len(task.cases) or stopped():
                 return
             failure = outcome.failure()
             if not outcome.started and not outcome.timed_out and not group.nodes.multi:
@@ -169,8 +175,10 @@ def free_port() -> int:
 class _GroupRun:
     """One launch of the worker group, from spawn to the last record."""
 
-    def __init__(self, task: Task, group: Group, workdir: Path, environ: dict[str, str]) -> None:
-        self.task, self.group, self.workdir = task, group, workdir
+    def __init__(
+        self, task: Task, group: Group, workdir: Path, environ: dict[str, str], stopped: Callable[[], bool]
+    ) -> None:
+        self.task, self.group, self.workdir, self._stopped_by = task, group, workdir, stopped
         self.finished = 0
         self.started = False  # every local rank has joined the process group
         self._ready: set[int] = set()
@@ -232,7 +240,7 @@ class _GroupRun:
                 if self.started and not was_started:
                     progress = time.monotonic()  # the first case's clock starts once every rank has joined
                 codes = [p.poll() for p in self._procs]
-                if all(c is not None for c in codes):
+                if all(c is not None for c in codes) or self._stopped_by():
                     break
                 now = time.monotonic()
                 if failed_at is None and any(c not in (None, 0) for c in codes):

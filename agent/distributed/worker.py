@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 from datetime import timedelta
@@ -25,6 +26,7 @@ from .rank import Rank
 
 
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the agent stops the group (agent/stop.py)
     workdir = Path(argv[0])
     task = Task.from_json((workdir / "task.json").read_text(encoding="utf-8"))
     run_case = rank_code(task.kind)  # imported before the group starts: its import is part of the start

@@ -14,6 +14,7 @@ from schemas.timeline import ProcessTimes
 from ..benchmarks import AnyBenchmark, Benchmark, Case
 from ..cases import Measured, failed_result, finish_case
 from ..monitor import Monitor
+from ..stop import Stop
 from ..target import Target
 
 SPENT = "the run's time budget was spent before this case"
@@ -37,6 +38,7 @@ class Finisher:
     gpus: dict[int, Gpu]
     deadline: float | None = None
     origin: float | None = None
+    stop: Stop = field(default_factory=Stop)  # the run told to stop (``agent.stop``): the rest is skipped
 
     def now(self) -> float:
         return self.monitor.now()
@@ -53,12 +55,15 @@ class Finisher:
         return result.model_copy(update={"started_s": handed, "finished_s": finished})
 
     def spent(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+        """Whether no more cases are measured: the time budget is spent, or the run was told to stop."""
+        return self.stop.requested or (self.deadline is not None and time.monotonic() > self.deadline)
 
-    spent_reason = SPENT
+    @property
+    def spent_reason(self) -> str:
+        return self.stop.reason if self.stop.requested else SPENT
 
     def skipped(self, job: Job) -> Result:
-        return failed_result(job.bench, job.case, job.target, "skipped", SPENT)
+        return failed_result(job.bench, job.case, job.target, "skipped", self.spent_reason)
 
     def failed(self, job: Job, reason: str, started: float) -> Result:
         """An ``error`` for a case whose measuring process died or hung, with the GPU's state meanwhile."""
@@ -107,8 +112,9 @@ class Counted:
 class DeviceLauncher(Protocol):
     """Runs device cases somewhere and returns their results in plan order."""
 
-    def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
-        """Get ready early (start measuring processes importing ``warm``), before the agent imports torch."""
+    def prepare(self, warm: tuple[str, ...], count: int = 1, overlap: bool = True) -> None:
+        """Get ready early (start measuring processes importing ``warm``), before the agent imports torch;
+        ``overlap``: model code may be imported while other cases are measured (not on a CPU, which both share)."""
 
     def run(self, jobs: list[Job], finish: Finisher, progress: Progress) -> list[Result]: ...
 

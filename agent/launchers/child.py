@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -140,6 +141,8 @@ def serve(inbox: Connection, outbox: Connection, imported: float | None = None) 
 
 
 def main(argv: list[str]) -> None:
+    # Ctrl-C reaches the whole process group: the agent decides what stops (agent/stop.py), and stops this process.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     refuse_unused_imports()
     load_plugins(os.environ)  # the parent's plugins, so that what they change holds here too

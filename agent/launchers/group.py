@@ -51,7 +51,7 @@ class GroupLauncher:
                     policy=bench.policy(),
                     timeout_s=self.case_timeout_s or bench.timeout_s(),
                 )
-                for record in launch(task, spec):
+                for record in launch(task, spec, stopped=lambda: finish.stop.requested):
                     i = index + record.index
                     durations[i] = record.duration_s
                     if record.status == "ok":
@@ -62,6 +62,11 @@ class GroupLauncher:
                     progress.end(bench, cases[i], where)
                     if i + 1 < end:
                         progress.start(bench, cases[i + 1], where)
+                if finish.stop.requested:  # the group was stopped: the cases it did not report are skipped
+                    for i in range(index, end):
+                        if outcomes[i] is None and i not in failed:
+                            failed[i] = ("skipped", finish.spent_reason)
+                            progress.end(bench, cases[i], where)
             index = end
         outcomes = bench.refine(cases, outcomes)
         results = [

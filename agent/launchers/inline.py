@@ -20,7 +20,7 @@ class InlineLauncher:
     def __init__(self, policy: TimingPolicy) -> None:
         self.policy = policy
 
-    def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
+    def prepare(self, warm: tuple[str, ...], count: int = 1, overlap: bool = True) -> None:
         """Nothing to start: the cases run here."""
 
     def processes(self, origin: float) -> list[ProcessTimes]:

@@ -200,16 +200,18 @@ class ProcessLauncher:
         self._warm: tuple[str, ...] = ()
         self._children: list[Child] = []
 
-    def prepare(self, warm: tuple[str, ...], count: int = 1) -> None:
+    def prepare(self, warm: tuple[str, ...], count: int = 1, overlap: bool = True) -> None:
         """Start ``count`` children now, importing ``warm`` (the modules the run's benchmarks declare).
 
         One after another (``count`` 1) with modules to import, two start: one without them, which measures the
         cases that need none (matmul, memory, transfers, the lean Llama) as soon as torch is imported, and one
         importing them, which takes over at the first case that needs them. Model code's imports (10-15 s on the
         H200) then overlap the first cases instead of delaying them, and, on a GPU, the second prepares the first
-        calls of its cases meanwhile (``_rehearse_ahead``)."""
+        calls of its cases meanwhile (``_rehearse_ahead``). Not without ``overlap``: measuring a CPU, the importing
+        process took the cores the measuring one needed (on 2 cores a memory copy's window read 150x its value,
+        flagged ``starved``, 2026-12-03), so there the one child imports everything before it measures."""
         self._warm = tuple(dict.fromkeys(warm))
-        if self._warm and count == 1 and not self.parallel:
+        if self._warm and count == 1 and not self.parallel and overlap:
             self._spares.append(self._spawn(()))
         for _ in range(count):
             self._spares.append(self._spawn())
@@ -324,6 +326,7 @@ class ProcessLauncher:
             results = self._device([j for _, j in mine], finish, progress, **kwargs)
             done.update(zip((i for i, _ in mine), results, strict=True))
 
+        forget = finish.stop.on_stop(self._halt)
         try:
             devices = list(order.values())
             if not self.parallel or len(devices) < 2:
@@ -337,7 +340,17 @@ class ProcessLauncher:
                     thread.join()
             return [done[i] for i in range(len(jobs)) if i in done]
         finally:
+            forget()
             self.close()
+
+    def _halt(self) -> None:
+        """The run was told to stop: every child still running gets SIGTERM now (from a signal handler: nothing that
+        waits), so that a case being measured ends within moments; the case is then skipped (``_device``)."""
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            if child.proc.poll() is None:
+                child.proc.terminate()
 
     def _device(
         self,
@@ -393,8 +406,11 @@ class ProcessLauncher:
                         child.close()
                         child = None
                 except ChildGone as gone:
-                    log.error("benchmark %s case %s: %s", job.bench.NAME, job.case.label, gone)
-                    result = finish.failed(job, str(gone)[:1000], started)
+                    if finish.stop.requested:  # stopped by the run's stop (``_halt``), not a fault of the case
+                        result = finish.skipped(job)
+                    else:
+                        log.error("benchmark %s case %s: %s", job.bench.NAME, job.case.label, gone)
+                        result = finish.failed(job, str(gone)[:1000], started)
                     if child is not None:
                         child.stop()
                     child = None

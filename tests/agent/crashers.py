@@ -59,10 +59,17 @@ class Exits(_Crashing):
         os._exit(3)
 
 
+#: The file a ``crash_hang`` child writes its pid to as it starts hanging (a test then knows a case is under way).
+HANGING = "FLOPFLEET_TEST_HANGING"
+
+
 class Hangs(_Crashing):
     NAME = "crash_hang"
 
     def crash(self) -> None:
+        if os.environ.get(HANGING):
+            with open(os.environ[HANGING], "w") as marker:
+                marker.write(str(os.getpid()))
         time.sleep(3600)
 
 

@@ -99,7 +99,8 @@ def test_the_agent_and_its_measuring_process_run_at_the_priority_set(
     tmp_path: Path, setting: str, nice: int | None
 ) -> None:
     """A plugin module (loaded by the agent and again by each measuring process) writes down each process's nice
-    value and I/O class; ``low`` is the default."""
+    value and I/O class; ``normal`` is the default. (``--when-busy measure``: at ``low`` a busy test machine would
+    otherwise have the run skipped, which tests/agent/test_starvation.py covers.)"""
     (tmp_path / "priority_probe.py").write_text(PROBE, encoding="utf-8")
     log = tmp_path / "priorities.txt"
     env = {
@@ -107,8 +108,9 @@ def test_the_agent_and_its_measuring_process_run_at_the_priority_set(
         "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         "PRIORITY_LOG": str(log),
     }
-    args = ["run", "--suite", "tiny", "--device", "cpu", "-q", "--output", str(tmp_path / "run.json")]
-    done = agent_cli(*args, *([] if setting == "low" else ["--priority", setting]), env=env)
+    args = ["run", "--suite", "tiny", "--device", "cpu", "-q", "--output", str(tmp_path / "run.json"),
+            "--when-busy", "measure"]  # fmt: skip
+    done = agent_cli(*args, *([] if setting == "normal" else ["--priority", setting]), env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "run.json").read_text())["results"][0]["status"] == "ok"
     seen = [line.split() for line in log.read_text().splitlines()]

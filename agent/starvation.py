@@ -1,0 +1,176 @@
+"""Whether a measurement got the host it needed: what the measuring process's threads waited for a CPU, and on a
+GPU how long the device idled between the cell's repeats, over the window that made the figure.
+
+A busy host shows up in a benchmark as a confident wrong number: a 2-core machine with other work on it stored a
+memory-scale figure of 1 GB/s beside 163 GB/s for copy, with a CV of 0.8 % (issue 29). Nothing in the timings
+says so; the scheduler does. Linux counts, per thread, the time it ran and the time it was ready to run but
+waited in a run queue (``/proc/<pid>/task/<tid>/schedstat``; `Documentation/scheduler/sched-stats`): their
+ratio over the measuring window is what the measurement was denied. On a GPU the host only needs to keep the
+device fed, so a figure there is starved only where both say so: the host waited, and the device idled between
+repeats enqueued back to back (which it does not while the host keeps ahead). The rules live here, once;
+``timing`` reads the counters and ``cases`` flags the result.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from schemas import TimingStats
+
+#: A measurement whose threads waited this share of the time they were ready to run is starved: single-threaded
+#: CPU-bound work is then 1 / (1 - share) times slower than with a CPU to itself (1.67x at 0.4), and work split over
+#: threads that wait for each other far more (a 2-thread memory copy beside five busy processes on 2 cores: 0.84
+#: waited, 335x slower, 2026-12-03). Lower flags a quiet machine's short cells: while a second measuring process
+#: imported transformers beside them, the quick suite's cells on 2 cores waited up to 0.30 and read within their
+#: usual spread (on a CPU the agent no longer imports beside a measurement: ``ProcessLauncher.prepare``).
+HOST_WAIT_STARVED = 0.4
+#: Less run and wait than this in a window says nothing: the kernel adds a running thread's time at its clock tick
+#: (1-4 ms), so a window of a few milliseconds can read no time at all, or one tick of waiting as a large share.
+LEAST_OBSERVED_S = 0.01
+#: On a GPU, with the host waiting at least ``GPU_HOST_WAIT_STARVED``: the device idle this share of its batches'
+#: span between repeats (enqueued back to back, so it idles only where the host fell behind).
+DEVICE_IDLE_STARVED = 0.05
+GPU_HOST_WAIT_STARVED = 0.10
+#: Windows re-measured after a starved one, at most; after ``GIVE_UP_AFTER`` starved cases in a row a process stops
+#: re-measuring (the host is busy for good: measuring again would make the run take many times its usual time).
+REMEASURES = 2
+GIVE_UP_AFTER = 3
+#: The busy loop that tells, before measuring, whether the host is busy (``check_host``), and how often a run told
+#: to wait for a busy host looks again.
+HOST_CHECK_S = 0.1
+HOST_POLL_S = 10.0
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HostTimes:
+    """A process's threads' time on a CPU and waiting for one, in seconds, summed over the threads at one moment."""
+
+    ran_s: float
+    waited_s: float
+
+
+def host_times(pid: int | str = "self") -> HostTimes | None:
+    """What the threads of ``pid`` have run and waited so far; None where the kernel does not say (no schedstat)."""
+    ran = waited = 0
+    folder = f"/proc/{pid}/task"
+    try:
+        tasks = os.listdir(folder)
+    except OSError:
+        return None
+    seen = False
+    for task in tasks:
+        try:
+            with open(f"{folder}/{task}/schedstat", encoding="ascii") as stat:
+                fields = stat.read().split()
+            ran, waited, seen = ran + int(fields[0]), waited + int(fields[1]), True
+        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            continue
+    return HostTimes(ran / 1e9, waited / 1e9) if seen else None
+
+
+def wait_share(before: HostTimes | None, after: HostTimes | None) -> float | None:
+    """Of the time the threads were ready to run between two readings, the share they waited for a CPU."""
+    if before is None or after is None:
+        return None
+    ran, waited = max(after.ran_s - before.ran_s, 0.0), max(after.waited_s - before.waited_s, 0.0)
+    return waited / (ran + waited) if ran + waited >= LEAST_OBSERVED_S else None
+
+
+class HostWindow:
+    """What one measuring window got of the host: made as the window starts, ``share()`` once it ended."""
+
+    def __init__(self) -> None:
+        self._before = host_times()
+
+    def share(self) -> float | None:
+        return wait_share(self._before, host_times())
+
+
+def starved(stats: TimingStats) -> bool:
+    """Whether a window did not get the host it needed (the flag ``starved``): on a CPU, its threads waited
+    ``HOST_WAIT_STARVED`` of their time; on a GPU, the host waited and the device idled between repeats."""
+    if stats.host_wait is None:
+        return False
+    if stats.device_idle is None:
+        return stats.host_wait >= HOST_WAIT_STARVED
+    return stats.host_wait >= GPU_HOST_WAIT_STARVED and stats.device_idle >= DEVICE_IDLE_STARVED
+
+
+@dataclass
+class Remeasure:
+    """When a starved window is measured again: up to ``REMEASURES`` times a case, until ``GIVE_UP_AFTER`` cases in a
+    row stayed starved (then a busy host costs the run no more than its usual time, and the flags say why)."""
+
+    starved_in_a_row: int = 0
+
+    def tries(self) -> int:
+        return 0 if self.starved_in_a_row >= GIVE_UP_AFTER else REMEASURES
+
+    def record(self, still_starved: bool) -> None:
+        self.starved_in_a_row = self.starved_in_a_row + 1 if still_starved else 0
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    """What a short busy loop got of the CPU at the agent's priority: said before measuring, so that a run on a busy
+    host says so at once instead of only in its flags."""
+
+    seconds: float
+    waited: float | None  # share of the loop's time it waited for a CPU; None where the kernel does not say
+
+    @property
+    def busy(self) -> bool:
+        return self.waited is not None and self.waited >= HOST_WAIT_STARVED
+
+    def reason(self) -> str:
+        return (
+            f"the host is busy: the agent waited for a CPU {self.waited or 0.0:.0%} of a {self.seconds:g} s "
+            f"busy loop at nice {os.getpriority(os.PRIO_PROCESS, 0)}"
+        )
+
+
+def check_host(seconds: float = HOST_CHECK_S) -> HostCheck:
+    """Spin ``seconds`` of wall time on one thread and see what share of it was spent waiting for a CPU."""
+    window = HostWindow()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+    return HostCheck(seconds=seconds, waited=window.share())
+
+
+def decide_host(
+    priority: str,
+    when_busy: str,
+    wait_s: float,
+    *,
+    check: Callable[[], HostCheck] = check_host,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """Why the run measures nothing (the host is busy and the agent yields to it), or None: measure.
+
+    A busy host is said at once (a warning), whatever the priority. At ``normal`` the run goes on: it gets its
+    fair share, and the windows that did not are flagged. At ``low`` it would get almost nothing (a quick run that
+    takes 26 s had not ended after 900 s), so ``when_busy`` decides as it does for a busy GPU: ``skip`` (every case
+    skipped with this reason), ``wait`` (look again every ``HOST_POLL_S`` for up to ``wait_s``), ``measure``."""
+    seen = check()
+    if not seen.busy:
+        return None
+    log.warning("%s: figures it starves are flagged 'starved' and kept out of verdicts", seen.reason())
+    if priority != "low" or when_busy == "measure":
+        return None
+    if when_busy == "wait":
+        until = clock() + wait_s
+        while seen.busy and clock() < until:
+            sleep(min(HOST_POLL_S, max(0.0, until - clock())))
+            seen = check()
+        if not seen.busy:
+            return None
+        return f"{seen.reason()} (still, after waiting {wait_s:g} s; --priority normal measures beside the load)"
+    return f"{seen.reason()}; --priority normal measures beside the load, --when-busy wait waits for it"
