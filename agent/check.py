@@ -23,6 +23,7 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from schemas import Gpu, RunSubmission
+from schemas.api import VERDICTS_PATH
 from schemas.baselines import BaselineError, BaselineIndex, bundled, card_key, parse_bundle
 from schemas.verdicts import (
     DEFAULT_THRESHOLD,
@@ -45,15 +46,23 @@ from schemas.verdicts import (
 from .config import RunConfig
 from .devices import device
 from .errors import AgentError, ConfigError
+from .suites import HEALTH
 from .upload import Delivery, deliver
 
 #: The benchmark of the health profile that measures each figure: what a re-measurement runs.
 FIGURE_BENCHMARKS = {
     "matmul_bf16": "matmul", "memory": "bandwidth", "h2d": "transfer", "bert_fwdbwd": "layer_bert_torch",
 }  # fmt: skip
-VERDICTS_PATH = "/api/v1/verdicts"
+
 #: Why a machine without a GPU is UNKNOWN without measuring anything (the health profile takes minutes on a CPU).
-NO_GPU = "no GPU on this machine: nothing measured (--device cpu measures the CPU)"
+NO_GPU = "no GPU on this machine: nothing to judge (flopfleet-agent run --device cpu --suite quick measures its CPU)"
+#: Why ``check --device cpu`` with the health profile is refused before measuring: the profile is sized for a GPU
+#: (on this project's 2-core machine it ran 355 s, hung a case for 300 s and ended UNKNOWN), and nothing judges a CPU.
+CPU_PROFILE_REFUSED = (
+    "check judges GPUs: its health profile (an 8192^3 bf16 product, 1 GiB arrays, a BERT-large layer at batch 64) is "
+    "sized for one and takes minutes on a CPU, with no floor or baseline to judge a CPU by. To measure this CPU: "
+    "flopfleet-agent run --device cpu --suite quick (or check --suite NAME with a profile of your own for a CPU)"
+)
 _VERDICTS = TypeAdapter(list[GpuVerdict])
 
 
@@ -133,6 +142,8 @@ def check(
         from .probe import host
 
         return CheckOutcome((_unknown(None, host().hostname, NO_GPU),))
+    if not device(config.run.device).is_gpu and config.run.suite == HEALTH.name:
+        raise ConfigError(CPU_PROFILE_REFUSED)
     state = _Progress()
     verdicts = _measure_and_judge(config.run, client, measure, state, config.baselines)
     suspect = [v for v in verdicts if v.level is Level.suspect]

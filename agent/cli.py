@@ -29,7 +29,7 @@ from schemas.verdicts import EXIT_CODES, Level
 
 from . import __version__, render
 from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
-from .errors import AgentError, ConfigError
+from .errors import AgentError, CollectorRefused, ConfigError
 from .occupancy import check_when_busy
 from .priority import apply as lower_priority
 from .priority import check_priority
@@ -40,6 +40,9 @@ from .stop import Stop, stopping_on_signals
 EXIT_FAILED = 1
 #: EX_TEMPFAIL (sysexits.h): measured fine but not delivered; the run is kept in the spool for ``push`` to send.
 EXIT_KEPT = 75
+#: EX_CONFIG (sysexits.h): the collector refused the token, or the URL is not a flopfleet collector; found before
+#: anything was measured. Unlike 75, trying again will not help: a scheduler should not retry.
+EXIT_REFUSED = 78
 
 app = typer.Typer(
     name="flopfleet-agent",
@@ -158,6 +161,19 @@ def _settle(settings: Resolved) -> None:
     _start_delay(settings["jitter"])
 
 
+def _first_contact(upload: UploadConfig) -> None:
+    """One cheap authenticated request before measuring: a wrong token or URL ends here (``CollectorRefused``); a
+    collector that cannot be reached now is said, and the run measured and spooled."""
+    if not upload.collector_url:
+        return
+    from .upload import first_contact, new_client
+
+    with new_client() as client:
+        note = first_contact(client, upload)
+    if note:
+        err.print(Text.assemble(("note", "yellow"), ": ", literal(note)))
+
+
 def _start_delay(jitter: float) -> None:
     """Wait a random time up to ``jitter`` seconds (systemd's RandomizedDelaySec for schedulers that have none)."""
     if jitter < 0 or jitter > 86_400:
@@ -259,7 +275,9 @@ def run(
 ) -> None:
     """Run a suite, print a summary, write the run JSON and post it to a collector.
 
-    Exits 75 when the run was measured but not delivered: it is kept in the spool for `flopfleet-agent push`.
+    Exits 75 when the run was measured but not delivered: it is kept in the spool for `flopfleet-agent push`. Exits
+    78, before measuring, when the collector refuses the token or is not a flopfleet collector. Stopped by SIGTERM
+    or SIGINT, it keeps what it measured (written, posted) and exits 143 or 130.
     """
     from .distributed.nodes import Nodes, from_launcher
     from .session import execute
@@ -290,6 +308,7 @@ def run(
         busy_wait_s=settings["busy_wait"],
         priority=check_priority(settings["priority"]),
     )
+    _first_contact(run_config.upload)
     _settle(settings)
     with stopping_on_signals(Stop()) as stop:  # a signal stops the measuring; the run is still written and posted
         with _progress(disable=quiet) as on_event:
@@ -404,6 +423,8 @@ def check(
             measure_cpu=settings["device"] == "cpu",
             baselines=baselines_for(baseline),
         )
+        if not from_collector:
+            _first_contact(check_config.run.upload)
         _settle(settings)
 
         def machine_gpus() -> tuple[Gpu, ...]:
@@ -508,6 +529,9 @@ def main() -> None:
 
             load_plugins(os.environ)
         plain_help(app)()
+    except CollectorRefused as exc:  # permanent: 78, not 75's "try again later"
+        err.print(Text.assemble(("error", "red"), ": ", literal(exc)), soft_wrap=True)
+        sys.exit(EXIT_REFUSED)
     except AgentError as exc:
         err.print(Text.assemble(("error", "red"), ": ", literal(exc)), soft_wrap=True)  # one line, unwrapped
         sys.exit(EXIT_FAILED)

@@ -4,6 +4,8 @@ Exception
  ├── AgentError               what a user is told: one line, the bad value and what is allowed; no traceback
  │    ├── ConfigError         a flag or option has a value the agent cannot use
  │    ├── DeviceError         the requested device is not there
+ │    ├── CollectorRefused    the collector refused the token, or the URL is not a flopfleet collector: a permanent
+ │    │                       error (exit 78), found by the first contact before anything is measured
  │    └── SpoolError          a run cannot be written to the spool, or a spooled file cannot be read
  │         └── NotARegularFile  a spool entry is a FIFO, a symbolic link, a directory …: skipped, never opened
  ├── Unsupported              a case this device cannot run: the case's status becomes 'unsupported'
@@ -26,6 +28,10 @@ class ConfigError(AgentError):
 
 class DeviceError(AgentError):
     pass
+
+
+class CollectorRefused(AgentError):
+    """Sending again will not help: a person must fix the token or the URL (``upload.first_contact``)."""
 
 
 class SpoolError(AgentError):

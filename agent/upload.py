@@ -26,13 +26,13 @@ from uuid import UUID
 import httpx
 
 from schemas import RunAccepted, RunSubmission
+from schemas.api import RUNS_PATH, TOKEN_PATH, TokenInfo
 
 from .config import UploadConfig
-from .errors import NoAnswer, NotARegularFile, SpoolError
+from .errors import CollectorRefused, NoAnswer, NotARegularFile, SpoolError
 from .spool import entries, read_spooled, write_spool
 
 log = logging.getLogger(__name__)
-RUNS_PATH = "/api/v1/runs"
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
 #: The most a collector's Retry-After makes an agent wait per attempt.
@@ -55,6 +55,50 @@ class Delivery:
     status: Literal["sent", "duplicate", "spooled", "failed", "skipped"]
     detail: str
     path: Path | None = None
+
+
+#: The first contact's one request: an answer, or the collector counts as unreachable for now (measure, spool).
+FIRST_CONTACT_S = 10.0
+
+
+def first_contact(client: httpx.Client, config: UploadConfig, *, scope: str = "write") -> str | None:
+    """Before anything is measured: ask the collector who the token is (``GET /api/v1/token``). A refused token, a
+    token without ``scope``, or an answer that is not a flopfleet collector's raise ``CollectorRefused`` (sending
+    again will not help); a collector that cannot be reached now returns why (the run is measured and spooled)."""
+    assert config.collector_url is not None
+    url = config.collector_url.rstrip("/") + TOKEN_PATH
+    headers = {"Accept": "application/json", "Connection": "close"}
+    if config.token:
+        headers["Authorization"] = f"Bearer {config.token}"
+    try:
+        answer = client.get(url, headers=headers, timeout=FIRST_CONTACT_S)
+    except httpx.HTTPError as exc:
+        return f"{config.collector_url} could not be reached now ({type(exc).__name__}): the run will wait in the spool"
+    if answer.status_code in (429, 502, 503, 504) or answer.status_code >= 500:
+        return f"{config.collector_url} answered HTTP {answer.status_code} now: the run will wait in the spool"
+    if answer.status_code in (401, 403):
+        given = "no token was given (--token-file, FLOPFLEET_TOKEN)" if not config.token else "the token was refused"
+        raise CollectorRefused(f"{config.collector_url}: {given}: HTTP {answer.status_code}: "
+                               f"{_message(answer.content)}")  # fmt: skip
+    try:
+        who = TokenInfo.model_validate_json(answer.content[:MAX_ANSWER_BYTES]) if answer.status_code == 200 else None
+    except ValueError:
+        who = None
+    if who is None:
+        kind = answer.headers.get("content-type") or "no content type"
+        raise CollectorRefused(f"{config.collector_url} is not a flopfleet collector: GET {TOKEN_PATH} answered "
+                               f"HTTP {answer.status_code} ({kind})")  # fmt: skip
+    if scope not in who.scopes:
+        raise CollectorRefused(f"{config.collector_url}: the token {who.name!r} has scopes {', '.join(who.scopes)}; "
+                               f"this needs {scope!r} (flopfleet-collector token create --scope {scope})")  # fmt: skip
+    return None
+
+
+def _message(body: bytes) -> str:
+    try:
+        return str(json.loads(body)["error"]["message"])[:300]
+    except (ValueError, KeyError, TypeError):
+        return body.decode("utf-8", "replace").strip()[:300] or "no message"
 
 
 def backoff(attempt: int, rng: random.Random) -> float:

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
+from schemas.api import RUNS_PATH
 
 from . import __version__
 from .auth import reads_need_token
@@ -30,7 +31,6 @@ from .tokens import TokenStore
 from .validation import Validator
 
 log = logging.getLogger("flopfleet.collector")
-RUNS_PATH = "/api/v1/runs"
 #: What a 503 or 429 asks a client to wait (seconds); agents add up to half again at random (agent/upload.py).
 RETRY_AFTER_S = 5
 

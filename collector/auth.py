@@ -7,6 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from schemas.api import TokenInfo
+
 from .errors import CollectorError
 from .settings import Settings
 from .tokens import TokenStore
@@ -80,7 +82,20 @@ async def require_admin(request: Request) -> str:
     return _token_name(request, "snapshots", "admin")
 
 
+async def require_token(request: Request) -> TokenInfo:
+    """Any valid token, whatever its scopes: who it is (``GET /api/v1/token``, an agent's first contact)."""
+    tokens: TokenStore = request.app.state.tokens
+    token = _bearer(request)
+    if token is None:
+        raise Unauthorized("send 'Authorization: Bearer <token>' (flopfleet-collector token create)")
+    record = tokens.lookup(token)
+    if record is None:
+        raise Unauthorized("the token is not valid: unknown or revoked")
+    return TokenInfo(name=record.name, scopes=record.scopes)
+
+
 Writer = Annotated[str, Depends(require_writer)]
+Bearer = Annotated[TokenInfo, Depends(require_token)]
 Reader = Annotated[str | None, Depends(require_reader)]
 Admin = Annotated[str, Depends(require_admin)]
 VerdictReader = Annotated[str | None, Depends(require_verdict_reader)]

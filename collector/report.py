@@ -7,7 +7,7 @@ from typing import Literal
 
 from . import views
 from .render.charts import chart_sections, collective_charts
-from .render.markdown import report_markdown
+from .render.markdown import report_markdown, starved_note
 from .render.pages import render
 from .store.reads import Reads
 
@@ -16,7 +16,7 @@ ReportFormat = Literal["md", "html"]
 
 def render_report(data: views.Report, fmt: ReportFormat, *, generated_at: datetime | None = None) -> str:
     if fmt == "md":
-        return report_markdown(data.cmp, data.verdicts, data.changes, data.machines)
+        return report_markdown(data.cmp, data.verdicts, data.changes, data.machines, data.starved)
     assert data.charts is not None
     return render(
         "report.html",
@@ -28,6 +28,7 @@ def render_report(data: views.Report, fmt: ReportFormat, *, generated_at: dateti
         machines=data.machines,
         collective_charts=collective_charts(data.charts) if data.machines else [],
         runs=data.runs,
+        left_out=starved_note(*data.starved),
         generated=(generated_at or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
     )
 

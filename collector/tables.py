@@ -75,6 +75,7 @@ RUNS = Table(
         ),
         _c("tags", "JSON"),
         _c("topology", "VARCHAR"),
+        _c("interrupted", "VARCHAR"),  # why the run ended before its plan (a signal), NULL when it did not
         _supplied("token_name", "VARCHAR"),
         _supplied("payload_sha256", "VARCHAR", nullable=False),
         _supplied("payload", "BLOB", nullable=False),  # the run's JSON, gzip-compressed
@@ -144,6 +145,7 @@ _METRICS = (
 _TIMING = (
     ("median_s", "DOUBLE"), ("mean_s", "DOUBLE"), ("min_s", "DOUBLE"), ("max_s", "DOUBLE"), ("iqr_s", "DOUBLE"),
     ("cv", "DOUBLE"), ("repeats", "INTEGER"), ("calls_per_repeat", "INTEGER"),
+    ("host_wait", "DOUBLE"), ("device_idle", "DOUBLE"),  # what the window got of the host (agent/starvation.py)
 )  # fmt: skip
 
 RESULTS = Table(

@@ -109,6 +109,7 @@ class Report:
     machines: list[MultiGpuMachine]
     charts: Charts | None
     runs: list[dict[str, Any]]
+    starved: tuple[int, int] = (0, 0)  # (results, runs) flagged starved: left out of every figure and verdict
 
 
 MOST_COMPARED = 4
@@ -328,6 +329,7 @@ def report(
         machines=multi,
         charts=charts(reads, cmp, machines_too=bool(multi)) if with_charts else None,
         runs=reads.recent_runs(50) if with_charts else [],
+        starved=reads.starved_results(),
     )
 
 

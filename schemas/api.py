@@ -10,6 +10,20 @@ from pydantic import AwareDatetime, Field
 from .base import Count, Label, Slug, WireModel
 
 
+#: The collector's paths that agents call: one spelling, for the agent's requests and the collector's routes.
+RUNS_PATH = "/api/v1/runs"
+VERDICTS_PATH = "/api/v1/verdicts"
+TOKEN_PATH = "/api/v1/token"
+
+
+class TokenInfo(WireModel):
+    """Who a bearer token is (``GET /api/v1/token``): the agent's first contact, before it measures anything, so a
+    wrong token or a URL that is not a flopfleet collector costs one line instead of a run."""
+
+    name: Label
+    scopes: tuple[Slug, ...]
+
+
 class RunAccepted(WireModel):
     """The answer to a posted run; ``duplicate`` when that exact run was stored before."""
 

@@ -49,17 +49,33 @@ def comparison_markdown(cmp: Comparison) -> list[str]:
     return lines + [""] + [f"_{md_text(note)}_" for note in cmp.notes]
 
 
+def starved_note(results: int, runs: int) -> str | None:
+    """What the report says of results measured on a busy host (flag ``starved``), which no figure holds."""
+    if not results:
+        return None
+    return (
+        f"Left out: {results} result(s) of {runs} run(s) flagged starved: the host was busy while they were "
+        "measured (the measuring process waited for a CPU), so they say nothing of the GPU. Their runs show them."
+    )
+
+
 def report_markdown(
-    cmp: Comparison, verdicts: list[Verdict], changes: list[Change], machines: list[MultiGpuMachine] | None = None
+    cmp: Comparison,
+    verdicts: list[Verdict],
+    changes: list[Change],
+    machines: list[MultiGpuMachine] | None = None,
+    starved: tuple[int, int] = (0, 0),
 ) -> str:
     if not cmp.cards:
         return "# flopfleet comparison\n\nNo results stored yet.\n"
+    left_out = starved_note(*starved)
     lines = [
         "# flopfleet comparison",
         "",
         f"{cmp.runs} run(s). Each cell: the median over a card's devices of each device's latest best value (from "
         "its newest run that measured it; datasheet rows from vendor datasheets; columns marked published are not "
         "measured here); a spread shows low–high and the number of devices where several measured it.",
+        *(["", md_text(left_out)] if left_out else []),
         "",
         *comparison_markdown(cmp),
     ]

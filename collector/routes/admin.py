@@ -10,14 +10,23 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from ..auth import Admin
+from schemas.api import TOKEN_PATH, TokenInfo
+
+from ..auth import Admin, Bearer
 from .deps import StoreDep
 
-router = APIRouter(prefix="/api/v1", tags=["operations"])
+router = APIRouter(tags=["operations"])
+
+
+@router.get(TOKEN_PATH, responses={401: {"description": "No token, or not a valid one"}})
+def token_info(token: Bearer) -> TokenInfo:
+    """Who the bearer token is and what it may do: an agent asks before it measures, so that a wrong token or URL
+    is found in a second, not after a whole run."""
+    return token
 
 
 @router.get(
-    "/snapshot",
+    "/api/v1/snapshot",
     response_class=FileResponse,
     responses={200: {"content": {"application/octet-stream": {}}, "description": "A DuckDB file"}},
 )

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
-from schemas import GpuCounters
+from schemas import GpuCounters, TimingStats
 from schemas.labels import describe, headline
 
 from .. import health, views
@@ -109,10 +109,16 @@ def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
             "name": r.name, "case": describe(r), "status": r.status,
             "headline": f"{number(shown[0])} {shown[1]}" if shown else "", "peak": r.peak_fraction,
             "median": f"{number(t.median_s * 1e3)} ms" if t else "",
-            "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" if t else "",
+            "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" + _host(t) if t else "",
             "notes": ", ".join(r.flags) + (f" {r.reason}" if r.reason else ""),
         })  # fmt: skip
     return _page("run.html", run=run, results=results, counter_names=list(GpuCounters.model_fields))
+
+
+def _host(t: TimingStats) -> str:
+    """What the window got of the host, where the measuring process had to wait for it (agent/starvation.py)."""
+    waited = f", waited for a CPU {t.host_wait:.0%}" if t.host_wait else ""
+    return waited + (f", GPU idle {t.device_idle:.0%}" if t.device_idle else "")
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from schemas import run_json_schema
+from schemas.api import VERDICTS_PATH
 from schemas.verdicts import GpuVerdict
 
 from .. import views
@@ -42,7 +43,7 @@ def schema() -> dict[str, Any]:
     return run_json_schema()
 
 
-@router.get("/api/v1/verdicts", response_class=Response, responses={200: {"model": list[GpuVerdict]}})
+@router.get(VERDICTS_PATH, response_class=Response, responses={200: {"model": list[GpuVerdict]}})
 def verdicts(
     _: VerdictReader,
     store: StoreDep,

@@ -9,6 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Request, Response
 
 from schemas import RunAccepted, RunsPage, RunSummary
+from schemas.api import RUNS_PATH
 
 from ..auth import Reader, Writer
 from ..errors import Busy, InvalidRun, StorageUnavailable
@@ -19,7 +20,7 @@ from ..validation import Validator
 from .bodies import read_body
 from .deps import LiveStoreDep, MetricsDep, SettingsDep, StoreDep, ValidatorDep
 
-router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
+router = APIRouter(prefix=RUNS_PATH, tags=["runs"])
 
 
 @router.post(

@@ -20,8 +20,9 @@ SOURCES = ("runs", "gpus", "results")
 
 DDL: dict[str, str] = {
     # One row per stored run: what the run lists show (written with the run itself).
+    # ``starved``: its results flagged so (measured on a busy host: no figure); NULL for runs stored before it was.
     "run_summaries": """CREATE TABLE IF NOT EXISTS run_summaries (
-        run_id UUID NOT NULL, results INTEGER NOT NULL, gpu_names VARCHAR[] NOT NULL)""",
+        run_id UUID NOT NULL, results INTEGER NOT NULL, gpu_names VARCHAR[] NOT NULL, starved INTEGER)""",
     # Each device's latest run: its card, state and software then; how many runs measured it and since when.
     "device_latest": """CREATE TABLE IF NOT EXISTS device_latest AS
         SELECT *, CAST(0 AS BIGINT) AS runs, started_at AS first_run FROM ({devices}) WHERE false""",
@@ -102,11 +103,14 @@ def _merge(table: str, keys: tuple[str, ...], candidates: str, over: dict[str, s
 
 #: ``run_summaries``' row of each run, in the commit that stores it (from the parsed JSON of the insert).
 RUN_SUMMARIES_AT_INSERT = """INSERT INTO run_summaries
-    SELECT CAST(run_id AS UUID), len(results), coalesce(list_transform(gpus, lambda g: g.name), []) FROM parsed"""
+    SELECT CAST(run_id AS UUID), len(results), coalesce(list_transform(gpus, lambda g: g.name), []),
+           len(list_filter(results, lambda x: list_contains(coalesce(x.flags, []), 'starved'))) FROM parsed"""
 #: The same for runs an older collector stored without one.
 RUN_SUMMARIES_LATE = """INSERT INTO run_summaries
     SELECT ru.run_id, (SELECT count(*) FROM new_results x WHERE x.run_id = ru.run_id),
-           coalesce((SELECT list(g.name ORDER BY g.gpu_index) FROM new_gpus g WHERE g.run_id = ru.run_id), [])
+           coalesce((SELECT list(g.name ORDER BY g.gpu_index) FROM new_gpus g WHERE g.run_id = ru.run_id), []),
+           (SELECT count(*) FROM new_results x WHERE x.run_id = ru.run_id
+            AND list_contains(coalesce(x.flags, []), 'starved'))
     FROM new_runs ru ANTI JOIN run_summaries USING (run_id)"""
 #: Whether the new runs have multi-GPU results (the machine summaries are skipped when not: most refreshes).
 MULTI_GPU_SQL = "SELECT count(*) > 0 FROM new_results WHERE world_size > 1"

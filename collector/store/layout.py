@@ -167,6 +167,10 @@ def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> No
     ):  # kept before it said which suite measured each value
         cur.execute("ALTER TABLE health_history ADD COLUMN suite VARCHAR")
         cur.execute(aggregates.HISTORY_SUITES)
+    if not count(
+        cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'run_summaries' AND column_name = 'starved')"
+    ):  # summarised before results could be starved: NULL, none was
+        cur.execute("ALTER TABLE run_summaries ADD COLUMN starved INTEGER")
     for name, sql in VIEWS.items():
         cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     _create_archive_views(cur, archive_views)

@@ -77,12 +77,18 @@ class Reads:
         """The newest runs (by start) with their GPUs and result counts."""
         return self._dicts(
             """SELECT r.run_id, r.started_at, r.received_at, r.hostname, r.suite, r.device, r.cpu_model, r.torch,
-                      r.cuda, r.driver, coalesce(s.gpu_names, []) AS gpu_names, coalesce(s.results, 0) AS results
+                      r.cuda, r.driver, coalesce(s.gpu_names, []) AS gpu_names, coalesce(s.results, 0) AS results,
+                      coalesce(s.starved, 0) AS starved
                FROM (SELECT run_id, started_at, received_at, hostname, suite, device, cpu_model, torch, cuda, driver
                      FROM runs ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?) r
                LEFT JOIN run_summaries s USING (run_id) ORDER BY r.started_at DESC, r.run_id""",
             [limit, offset],
         )
+
+    def starved_results(self) -> tuple[int, int]:
+        """(results, runs) flagged starved: measured on a busy host, so in no figure and no verdict."""
+        row = self._rows("SELECT coalesce(sum(starved), 0), count(*) FROM run_summaries WHERE starved > 0")[0]
+        return int(row[0]), int(row[1])
 
     def received_runs(self, limit: int, offset: int) -> list[dict[str, Any]]:
         """The runs in the order they were received, newest first (the API's list)."""

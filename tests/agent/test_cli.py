@@ -58,7 +58,6 @@ def test_the_quick_run_covers_every_family(quick_run: dict[str, object]) -> None
     assert ("transfer", "unsupported") in statuses and ("matmul_fp8", "unsupported") in statuses
     ok = [r for r in run.results if r.status == "ok"]
     assert len(ok) >= 20
-    assert (run.finished_at - run.started_at).total_seconds() < 60
 
 
 def test_unknown_names_and_devices_fail_with_the_allowed_values() -> None:

@@ -150,7 +150,7 @@ def test_case_timeout_bounds_a_worker_group_too_and_the_run_is_still_written(tmp
     out = tmp_path / "run.json"
     env = _fault(tmp_path, "import time; time.sleep(3600)")
     done = agent_cli("run", "--suite", "quick", "--device", "cpu", "--only", "collective", "--case-timeout", "4",
-                     "-q", "--output", str(out), env=env, timeout=240)  # fmt: skip
+                     "-q", "--output", str(out), env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text())["results"]
     hung = [r for r in results if r["status"] == "error"]

@@ -1,5 +1,6 @@
 """A newcomer's first commands: ``check`` on a machine without a GPU answers at once, a long check shows progress on
-a terminal (and only there), and every help screen reads like the tools people know, without type names."""
+a terminal (and only there), every help screen reads like the tools people know, without type names, and a wrong
+token or URL costs one line before anything is measured (the first contact: ``GET /api/v1/token``)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ import os
 import pty
 import re
 import select
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.check import NO_GPU
+from collector.tokens import TokenStore
 from schemas.helpscreen import plain_help
 from tests.conftest import ROOT, agent_cli
+from tests.servers import Collector
 
 NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": ""}  # no GPU here, even on the GPU machine
 TINY = {"FLOPFLEET_PLUGINS": "tests.agent.tiny_suite"}
@@ -88,3 +93,78 @@ def test_help_screens_show_no_type_names(cli: str) -> None:
     done = subprocess.run([sys.executable, "-m", cli, "--help"], capture_output=True, text=True, cwd=ROOT,
                           timeout=60)  # fmt: skip
     assert done.returncode == 0 and "Usage:" in done.stdout and "<" not in done.stdout, done.stdout  # main's own
+
+
+def _run(collector_url: str, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return agent_cli("run", "--suite", "quick", "--device", "cpu", "--only", "matmul", "-q", "--collector",
+                     collector_url, "--output", str(tmp_path / "run.json"), "--spool-dir", str(tmp_path / "spool"),
+                     *extra)  # fmt: skip
+
+
+def _nothing_measured(tmp_path: Path, done: subprocess.CompletedProcess[str]) -> bool:
+    spool = tmp_path / "spool"
+    return done.stdout == "" and not (tmp_path / "run.json").exists() and not (spool.exists() and any(spool.iterdir()))
+
+
+def test_a_wrong_token_is_one_line_and_a_permanent_exit_before_anything_is_measured(
+    collector: Collector, tmp_path: Path
+) -> None:
+    wrong = _run(collector.url, tmp_path, "--token", "not-the-token")
+    assert wrong.returncode == 78, wrong.stderr  # EX_CONFIG: a scheduler does not retry it, as it would 75
+    assert wrong.stderr.strip().splitlines() == [
+        f"error: {collector.url}: the token was refused: HTTP 401: the token is not valid: unknown or revoked"
+    ]
+    assert _nothing_measured(tmp_path, wrong)
+    none = _run(collector.url, tmp_path)
+    assert none.returncode == 78 and "no token was given (--token-file, FLOPFLEET_TOKEN)" in none.stderr
+    reader = TokenStore(collector.db).create("reader", ("read",))
+    read_only = _run(collector.url, tmp_path, "--token", reader)
+    assert read_only.returncode == 78 and "the token 'reader' has scopes read; this needs 'write'" in read_only.stderr
+    assert _nothing_measured(tmp_path, read_only)
+    check = agent_cli("check", "--device", "cpu", "--suite", "tiny", "--json", "--collector", collector.url,
+                      "--token", "not-the-token", env=TINY)  # fmt: skip
+    assert check.returncode == 3 and "the token was refused" in check.stderr  # UNKNOWN, as a monitoring plugin says
+    assert check.stdout == ""
+
+
+def test_a_url_that_is_not_a_collector_is_refused_and_one_that_is_down_still_measures(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    down = _run(closed, tmp_path)
+    assert down.returncode == 75, down.stderr  # measured, and waits in the spool for `push`
+    assert "could not be reached now (ConnectError): the run will wait in the spool" in down.stderr
+    assert (tmp_path / "run.json").exists() and any((tmp_path / "spool").iterdir())
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with _plain_http_server() as url:
+        other = _run(url, elsewhere)
+    assert other.returncode == 78
+    assert f"error: {url} is not a flopfleet collector: GET /api/v1/token answered HTTP 404" in other.stderr
+    assert _nothing_measured(elsewhere, other)
+
+
+def test_check_on_a_cpu_with_the_gpu_profile_is_refused_before_measuring() -> None:
+    done = agent_cli("check", "--device", "cpu", "--json")
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr.startswith("error: check judges GPUs: its health profile") and "--suite quick" in done.stderr
+    assert "run --device cpu --suite quick" in NO_GPU  # the no-GPU line says what to do instead
+
+
+@contextlib.contextmanager
+def _plain_http_server() -> Iterator[str]:
+    """Some other web server on the URL (python -m http.server): 404 for the collector's paths."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/") as server:  # fmt: skip
+        try:
+            for _ in range(600):
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+                select.select([], [], [], 0.05)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.kill()

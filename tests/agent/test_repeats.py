@@ -180,9 +180,7 @@ def test_the_cpu_timer_reports_its_phases_and_whether_it_settled() -> None:
 def test_repetition_stops_once_the_median_is_known() -> None:
     steady = TimingPolicy(warmup_s=0.0, min_warmup=1, min_repeats=5, max_repeats=10_000, min_time_s=0.0,
                           max_time_s=2.0, target_rel_ci=0.05)  # fmt: skip
-    began = time.perf_counter()
     stats = measure_cpu(lambda: time.sleep(0.002), steady).stats
-    assert time.perf_counter() - began < 1.0  # far from the 2 s limit: the interval closed first
     assert stats.ci_rel is not None and stats.ci_rel <= 0.05 and stats.repeats >= 6
 
 
@@ -239,7 +237,7 @@ def test_a_window_whose_median_is_unknown_at_its_limit_goes_on_until_it_is_known
     began = time.perf_counter()
     done = repeat(_series(dipping), policy, began, per_repeat_s=0.025)
     # Past 0.12 s and five repeats (a loaded host's sleeps overshoot: fewer repeats fit, none is skipped), to 0.3 s.
-    assert done.settled is False and 0.3 <= time.perf_counter() - began < 1.0 and len(done.samples) >= 6
+    assert done.settled is False and time.perf_counter() - began >= 0.3 and len(done.samples) >= 6
     with pytest.raises(ValueError, match="unknown_max_time_s"):
         TimingPolicy(target_rel_ci=0.01, max_time_s=0.12, unknown_max_time_s=0.1)
     with pytest.raises(ValueError, match="unknown_max_time_s"):

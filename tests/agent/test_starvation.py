@@ -31,7 +31,7 @@ from agent.starvation import (
 from agent.timing import Idle
 from schemas import TimingStats
 from schemas.verdicts import UNTRUSTED_FLAGS, figure_values
-from tests.conftest import ROOT
+from tests.conftest import agent_cli
 
 CORES = os.cpu_count() or 1
 #: Enough to leave the agent's threads about a third of a CPU each at the same priority.
@@ -126,22 +126,11 @@ def _cells(path: Path) -> dict[str, dict[str, object]]:
 
 
 def _quick(out: Path, *extra: str, ahead: bool = False) -> subprocess.CompletedProcess[str]:
-    """The quick suite's matmul, memory and BERT cells on the CPU, one thread each; ``ahead``: at nice -10 where
-    this user may raise priority (root: CI, the GPU machines), so that the reference run has a CPU to itself on a
-    busy machine too. On one thread: two threads that wait for each other read 100x slower when either is
-    descheduled, and a neighbour in another session (whose scheduling group nice does not reach) keeps one of two
-    cores busy on CI."""
-    command = [sys.executable, "-m", "agent", "run", "--suite", "quick", "--device", "cpu", "--only",
-               "matmul,bandwidth,layer_bert", "-q", "--output", str(out), "--spool-dir", str(out.parent / "spool"),
-               *extra]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT,
-                          preexec_fn=_ahead if ahead else None)  # fmt: skip
-
-
-def _ahead() -> None:
-    with contextlib.suppress(PermissionError):
-        os.nice(-10)
+    """The quick suite's matmul, memory and BERT cells on the CPU, one thread each (both runs alike); ``ahead``: the
+    reference, at nice -10 where permitted (``agent_cli``), so that it has a CPU to itself on a busy machine too."""
+    return agent_cli("run", "--suite", "quick", "--device", "cpu", "--only", "matmul,bandwidth,layer_bert", "-q",
+                     "--output", str(out), "--spool-dir", str(out.parent / "spool"), *extra,
+                     env={"OMP_NUM_THREADS": "1"}, ahead=ahead)  # fmt: skip
 
 
 def test_no_cell_of_a_loaded_run_is_reported_twice_off_its_quiet_value_without_the_flag(tmp_path: Path) -> None:

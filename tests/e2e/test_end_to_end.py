@@ -15,7 +15,7 @@ def test_agent_posts_a_quick_cpu_run_that_the_report_and_sql_show(tmp_path: Path
         done = agent_cli(
             "run", "--suite", "quick", "--device", "cpu", "--collector", served.url, "--token", served.token,
             "--tag", "lab=ci", "--only", "matmul,bandwidth,layer_bert,training_bert",
-            "--spool-dir", str(tmp_path / "spool"), "-q",
+            "--spool-dir", str(tmp_path / "spool"), "-q", ahead=True,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "stored by the collector (HTTP 201)" in done.stdout
