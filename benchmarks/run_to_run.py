@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: Flags that explain a difference: the cell measures something besides the GPU, or its warm-up never settled.
-EXPLAINED = ("host_bound", "unsettled", "busy", "parallel", "throttled")
+#: Flags that explain a difference: the cell measures something besides the GPU (a busy host: starved), or its
+#: warm-up never settled.
+EXPLAINED = ("host_bound", "unsettled", "busy", "parallel", "throttled", "starved")
 #: Param keys that name a cell for people, in this order.
 LABEL_KEYS = ("model", "dtype", "op", "direction", "pinned", "mode", "phase", "implementation", "batch", "seq_len",
               "n", "elements", "bytes")  # fmt: skip
