@@ -14,6 +14,8 @@ from pathlib import Path
 
 def shares(path: Path) -> str:
     run = json.loads(path.read_text(encoding="utf-8"))
+    if "results" not in run:
+        return f"{path.name}: not a run file"
     ok = [r for r in run["results"] if r["status"] == "ok" and r.get("timing")]
     parts = [f"{path.name}: {len(ok)} ok cells, {sum('starved' in r['flags'] for r in ok)} starved"]
     for key in ("host_wait", "device_idle"):

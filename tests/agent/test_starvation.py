@@ -63,6 +63,9 @@ def test_the_rule_on_a_cpu_is_the_wait_and_on_a_gpu_the_wait_and_the_idle_device
     assert starved(_stats(0.5, device_idle=0.2))
     assert not starved(_stats(0.5, device_idle=0.0))  # the host waited while the device had work queued: no harm
     assert not starved(_stats(0.0, device_idle=0.5))  # an idle device the host kept up with: launch-bound, not starved
+    one_by_one = _stats(0.5).model_copy(update={"method": "cuda_event"})  # long calls, no idle seen between them
+    assert starved(one_by_one)  # the host launches each kernel of the call
+    assert not starved(one_by_one.model_copy(update={"method": "cuda_graph"}))  # one replay: nothing to starve
     assert "starved" in UNTRUSTED_FLAGS  # never a figure, never a verdict
 
 
