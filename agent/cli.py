@@ -29,7 +29,7 @@ from schemas.verdicts import EXIT_CODES, Level
 
 from . import __version__, render
 from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
-from .errors import AgentError, CollectorRefused, ConfigError
+from .errors import AgentError, CollectorRefused, ConfigError, HostBusy
 from .occupancy import check_when_busy
 from .priority import apply as lower_priority
 from .priority import check_priority
@@ -38,7 +38,8 @@ from .stop import Stop, stopping_on_signals
 
 #: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
 EXIT_FAILED = 1
-#: EX_TEMPFAIL (sysexits.h): measured fine but not delivered; the run is kept in the spool for ``push`` to send.
+#: EX_TEMPFAIL (sysexits.h): try again later. Measured fine but not delivered (the run is kept in the spool for
+#: ``push`` to send), or, at ``--priority low``, the host was too busy to measure (nothing measured).
 EXIT_KEPT = 75
 #: EX_CONFIG (sysexits.h): the collector refused the token, or the URL is not a flopfleet collector; found before
 #: anything was measured. Unlike 75, trying again will not help: a scheduler should not retry.
@@ -529,9 +530,9 @@ def main() -> None:
 
             load_plugins(os.environ)
         plain_help(app)()
-    except CollectorRefused as exc:  # permanent: 78, not 75's "try again later"
+    except (CollectorRefused, HostBusy) as exc:  # 78: permanent; 75: try again later, nothing measured
         err.print(Text.assemble(("error", "red"), ": ", literal(exc)), soft_wrap=True)
-        sys.exit(EXIT_REFUSED)
+        sys.exit(EXIT_REFUSED if isinstance(exc, CollectorRefused) else EXIT_KEPT)
     except AgentError as exc:
         err.print(Text.assemble(("error", "red"), ": ", literal(exc)), soft_wrap=True)  # one line, unwrapped
         sys.exit(EXIT_FAILED)

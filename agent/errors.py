@@ -6,6 +6,8 @@ Exception
  │    ├── DeviceError         the requested device is not there
  │    ├── CollectorRefused    the collector refused the token, or the URL is not a flopfleet collector: a permanent
  │    │                       error (exit 78), found by the first contact before anything is measured
+ │    ├── HostBusy            at low priority the host is too busy to measure (``--when-busy skip``, or ``wait``
+ │    │                       ran out): nothing measured, try later (exit 75)
  │    └── SpoolError          a run cannot be written to the spool, or a spooled file cannot be read
  │         └── NotARegularFile  a spool entry is a FIFO, a symbolic link, a directory …: skipped, never opened
  ├── Unsupported              a case this device cannot run: the case's status becomes 'unsupported'
@@ -32,6 +34,11 @@ class DeviceError(AgentError):
 
 class CollectorRefused(AgentError):
     """Sending again will not help: a person must fix the token or the URL (``upload.first_contact``)."""
+
+
+class HostBusy(AgentError):
+    """Said before anything starts (``starvation.decide_host``): a run at nice 19 on a busy host would take many times
+    its usual time and measure the host, not the GPU."""
 
 
 class SpoolError(AgentError):

@@ -54,12 +54,14 @@ def cases_of(bench: AnyBenchmark, target: Target, span: Span) -> list[Case]:
 def planned(
     benchmarks: Sequence[AnyBenchmark], targets: Sequence[Target], span: Span | None = None
 ) -> list[tuple[Target | None, AnyBenchmark, Case]]:
-    """Device benchmarks on each target in turn, then the group benchmarks, which use every target at once."""
+    """Device benchmarks on each target in turn, then the group benchmarks, which use every target at once (none
+    where no target is measured: every GPU skipped as busy)."""
     span = span or span_of(targets)
     plan: list[tuple[Target | None, AnyBenchmark, Case]] = [
         (t, b, c) for t in targets for b in benchmarks if isinstance(b, Benchmark) for c in b.cases(t)
     ]
-    plan += [(None, b, c) for b in benchmarks if isinstance(b, GroupBenchmark) for c in b.plan(span)]
+    if span.targets:
+        plan += [(None, b, c) for b in benchmarks if isinstance(b, GroupBenchmark) for c in b.plan(span)]
     return plan
 
 

@@ -19,6 +19,7 @@ from .cases import failed_result
 from .config import RunConfig
 from .counters import XidWatch
 from .devices import device
+from .errors import HostBusy
 from .launchers import launchers_for
 from .monitor import Monitor, RunState
 from .nvml import Nvml, open_nvml
@@ -44,8 +45,8 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
                               parallel=config.parallel)  # fmt: skip
     device_benchmarks = [b for b in benchmarks if isinstance(b, Benchmark)]
     host_busy = decide_host(config.priority, config.when_busy, config.busy_wait_s)  # before our own processes start
-    if host_busy:
-        device_benchmarks = []
+    if host_busy:  # at low priority, torch's import alone would take minutes: nothing is started, nothing measured
+        raise HostBusy(host_busy)
     if device_benchmarks and not config.parallel:  # started before torch's import here, to overlap with it
         launchers.device.prepare(
             tuple(m for b in device_benchmarks for m in b.WARM), overlap=device(config.device).is_gpu
@@ -66,8 +67,8 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
                 handle = nvml.handle_for_uuid(gpu.uuid) if gpu.uuid else None
                 if handle is not None:
                     handles[gpu.index] = handle
-        busy = {t.index or 0: host_busy for t in targets} if host_busy else _busy(config, nvml, handles)
-        measured = [t for t in targets if not host_busy and (t.index not in busy or config.when_busy == "measure")]
+        busy = _busy(config, nvml, handles)
+        measured = [t for t in targets if t.index not in busy or config.when_busy == "measure"]
         before = {index: nvml.counters(handle) for index, handle in handles.items()} if nvml else {}
         with Monitor(nvml, handles) as monitor, _xids(nvml, handles) as xids:
             span = Span(kind=config.device, targets=tuple(measured), nodes=config.nodes)  # type: ignore[arg-type]

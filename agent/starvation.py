@@ -161,13 +161,14 @@ def decide_host(
 
     A busy host is said at once (a warning), whatever the priority. At ``normal`` the run goes on: it gets its
     fair share, and the windows that did not are flagged. At ``low`` it would get almost nothing (a quick run that
-    takes 26 s had not ended after 900 s), so ``when_busy`` decides as it does for a busy GPU: ``skip`` (every case
-    skipped with this reason), ``wait`` (look again every ``HOST_POLL_S`` for up to ``wait_s``), ``measure``."""
+    takes 26 s had not ended after 900 s), so ``when_busy`` decides as it does for a busy GPU: ``skip`` (nothing is
+    measured: the run ends at once, ``errors.HostBusy``), ``wait`` (look again every ``HOST_POLL_S`` for up to
+    ``wait_s``), ``measure``."""
     seen = check()
     if not seen.busy:
         return None
-    log.warning("%s: figures it starves are flagged 'starved' and kept out of verdicts", seen.reason())
     if priority != "low" or when_busy == "measure":
+        log.warning("%s: figures it starves are flagged 'starved' and kept out of verdicts", seen.reason())
         return None
     if when_busy == "wait":
         until = clock() + wait_s

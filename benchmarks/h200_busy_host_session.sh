@@ -13,7 +13,7 @@ hogs() { for _ in $(seq "$HOGS"); do python3 -c 'while True: pass' & done; sleep
 # Only the hogs: a plain `wait` would also wait for the tee above, which ends only with this script.
 calm() { local pids; pids=$(jobs -p); [ -z "$pids" ] || { kill $pids 2>/dev/null; wait $pids 2>/dev/null; }; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
-timed() { local name=$1; shift; local t0; t0=$(ms); "$@"; echo "rc=$? $name took $(( $(ms) - t0 )) ms"; }
+timed() { local name=$1; shift; local t0; t0=$(ms); "$@"; echo "rc=$? $name took $(( $(ms) - t0 )) ms" >&2; }
 STAGES=" ${STAGES:-standard low check stop} "  # a later call can run the stages an earlier one did not reach
 date -u
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm --format=csv,noheader

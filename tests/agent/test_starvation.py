@@ -161,7 +161,6 @@ def test_no_cell_of_a_loaded_run_is_reported_twice_off_its_quiet_value_without_t
 def test_a_low_priority_run_on_a_busy_host_says_so_at_once_and_measures_nothing(tmp_path: Path) -> None:
     with busy_processes():
         done = _quick(tmp_path / "run.json", "--priority", "low")
-    assert done.returncode == 0, done.stderr
-    assert "the host is busy" in done.stderr
-    results = json.loads((tmp_path / "run.json").read_text())["results"]
-    assert results and all(r["status"] == "skipped" and r["reason"].startswith("the host is busy") for r in results)
+    assert done.returncode == 75, done.stderr  # try again later: a timer or CronJob comes back at a quieter moment
+    assert "error: the host is busy: the agent waited for a CPU" in done.stderr and "at nice 19" in done.stderr
+    assert done.stdout == "" and not (tmp_path / "run.json").exists()  # nothing started, nothing measured
