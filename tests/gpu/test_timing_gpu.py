@@ -202,3 +202,56 @@ def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_th
     assert second.ready_s <= relay.ready_s <= second.stopped_s  # set up in its place, then the second goes
     gpt2_warmups = sorted(r.timing.warmup_s for r in results[26:] if r.timing and r.timing.warmup_s)
     assert gpt2_warmups[len(gpt2_warmups) // 2] < 0.06, gpt2_warmups  # prepared: no 70-100 ms first call
+
+
+_STARVED_WINDOW = """
+import os, sys, json, torch
+from agent.starvation import starved
+from agent.suites import STANDARD_POLICY
+from agent.target import cuda_targets
+from dataclasses import replace
+target = cuda_targets((0,))[0]
+x = torch.randn(4096, 4096, device="cuda")  # each kernel ~30 us: a quiet host launches faster than that
+def call():  # many small kernels, launched one by one: the host must keep up with the device
+    y = x
+    for _ in range(200):
+        y = y * 1.0001
+    return y
+policy = replace(STANDARD_POLICY, graph_below_s=0.0, settle_rel=0.0, sustain_s=0.0, unsustained_warmup_s=None,
+                 max_time_s=0.5, target_rel_ci=0.0, unknown_max_time_s=0.0)
+timer = target.timer()
+timer.measure(call, policy, graphable=False)
+print("ready", flush=True)
+sys.stdin.readline()
+stats = timer.measure(call, policy, graphable=False).stats
+print(json.dumps({"host_wait": stats.host_wait, "device_idle": stats.device_idle, "median_s": stats.median_s,
+                  "starved": starved(stats)}))
+"""
+
+
+def test_a_window_the_host_starves_reads_an_idle_device_and_is_flagged() -> None:
+    """Beside as many busy processes as there are cores, at nice 19, the host falls behind a call of 200 small kernels:
+    the device idles between repeats and the window is starved; alone, it is not."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    def window(busy: int, nice: int) -> dict[str, Any]:
+        child = subprocess.Popen([sys.executable, "-c", _STARVED_WINDOW], cwd=ROOT, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(nice))  # fmt: skip
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+        try:
+            out, _ = child.communicate("go\n", timeout=600)
+        finally:
+            for hog in hogs:
+                hog.kill()
+        return dict(json.loads(out.splitlines()[-1]))
+
+    quiet = window(0, 0)
+    loaded = window(os.cpu_count() or 1, 19)
+    assert not quiet["starved"] and quiet["device_idle"] is not None and quiet["device_idle"] < 0.05, quiet
+    assert loaded["starved"] and loaded["host_wait"] > 0.1 and loaded["device_idle"] > 0.05, (quiet, loaded)
