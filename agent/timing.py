@@ -223,6 +223,7 @@ def summarize(
         settled=phases.settled if phases is not None else None,
         host_wait=_share(phases.host_wait) if phases is not None else None,
         device_idle=_share(phases.device_idle) if phases is not None else None,
+        launch_share=_share(phases.launch_share) if phases is not None else None,
     )
 
 
@@ -247,6 +248,7 @@ class Phases:
     settled: bool | None = None
     host_wait: float | None = None  # agent/starvation.py: what the window got of the host
     device_idle: float | None = None
+    launch_share: float | None = None
 
 
 def _done(samples: list[float], elapsed: float, policy: TimingPolicy) -> bool:
@@ -275,21 +277,31 @@ def _unknown_at_limit(samples: list[float], elapsed: float, policy: TimingPolicy
 
 @dataclass
 class Idle:
-    """How long the device idled between the repeats of a window's batches: each batch's span from its first start
-    event to its last end event, less its repeats and the flushes between them (``flush_s`` each, the fastest seen,
-    so idleness is never overstated). Enqueued back to back, a batch leaves the device idle only where the host
-    fell behind (agent/starvation.py)."""
+    """What the device saw of the host over a window's batches. Between repeats: each batch of several repeats' span
+    from its first start event to its last end event, less its repeats and the flushes between them (``flush_s``
+    each, the fastest seen, so idleness is never overstated); enqueued back to back, a batch leaves the device idle
+    there only where the host fell behind. Within them: the host's time to launch each batch (its flushes, events
+    and calls) against the device's time to run it, near 1 where the device could only follow the host, which idle
+    between repeats does not show (agent/starvation.py)."""
 
     flush_s: float
-    span_s: float = 0.0
+    span_s: float = 0.0  # batches of several repeats
     busy_s: float = 0.0
+    run_s: float = 0.0  # every batch
+    launch_s: float = 0.0
 
-    def add(self, span_s: float, repeats_s: list[float], flushes: int) -> None:
-        self.span_s += span_s
-        self.busy_s += min(sum(repeats_s) + flushes * self.flush_s, span_s)
+    def add(self, span_s: float, repeats_s: list[float], flushes: int, launch_s: float) -> None:
+        self.run_s += span_s
+        self.launch_s += launch_s
+        if len(repeats_s) > 1:
+            self.span_s += span_s
+            self.busy_s += min(sum(repeats_s) + flushes * self.flush_s, span_s)
 
     def share(self) -> float | None:
         return (self.span_s - self.busy_s) / self.span_s if self.span_s > 0 else None
+
+    def launch_share(self) -> float | None:
+        return min(self.launch_s / self.run_s, 1.0) if self.run_s > 0 else None
 
 
 @dataclass(frozen=True)
@@ -588,7 +600,7 @@ class CudaTimer:
         host = HostWindow()
         done = repeat(batch, policy, begin, gpu_s * calls, calls, asynchronous=True)
         phases = Phases(warmup_s=done.warmup_end - begin - capture_s, capture_s=capture_s, settled=done.settled,
-                        host_wait=host.share(), device_idle=idle.share())  # fmt: skip
+                        host_wait=host.share(), device_idle=idle.share(), launch_share=idle.launch_share())  # fmt: skip
         stats = summarize(
             done.samples,
             method=method,
@@ -606,6 +618,7 @@ class CudaTimer:
         the last and reads their times (one synchronisation per batch), adding the batch's span to ``idle``."""
         torch = self._torch
         events = []
+        began = time.perf_counter()
         for _ in range(count):
             if flush:
                 self.flush()
@@ -614,12 +627,14 @@ class CudaTimer:
             body()
             end.record()
             events.append((start, end))
+        launch_s = time.perf_counter() - began
 
         def read() -> list[float]:
             events[-1][1].synchronize()
             times = [s.elapsed_time(e) / 1e3 for s, e in events]
-            if idle is not None and len(events) > 1:
-                idle.add(events[0][0].elapsed_time(events[-1][1]) / 1e3, times, flushes=len(events) - 1 if flush else 0)
+            if idle is not None:
+                span = events[0][0].elapsed_time(events[-1][1]) / 1e3
+                idle.add(span, times, flushes=len(events) - 1 if flush else 0, launch_s=launch_s)
             return times
 
         return read

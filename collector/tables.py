@@ -145,7 +145,7 @@ _METRICS = (
 _TIMING = (
     ("median_s", "DOUBLE"), ("mean_s", "DOUBLE"), ("min_s", "DOUBLE"), ("max_s", "DOUBLE"), ("iqr_s", "DOUBLE"),
     ("cv", "DOUBLE"), ("repeats", "INTEGER"), ("calls_per_repeat", "INTEGER"),
-    ("host_wait", "DOUBLE"), ("device_idle", "DOUBLE"),  # what the window got of the host (agent/starvation.py)
+    ("host_wait", "DOUBLE"), ("device_idle", "DOUBLE"), ("launch_share", "DOUBLE"),  # the host (agent/starvation.py)
 )  # fmt: skip
 
 RESULTS = Table(

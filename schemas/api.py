@@ -9,7 +9,6 @@ from pydantic import AwareDatetime, Field
 
 from .base import Count, Label, Slug, WireModel
 
-
 #: The collector's paths that agents call: one spelling, for the agent's requests and the collector's routes.
 RUNS_PATH = "/api/v1/runs"
 VERDICTS_PATH = "/api/v1/verdicts"

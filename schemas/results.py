@@ -59,8 +59,9 @@ class TimingStats(WireModel):
     go on until its median is known came to know it (None: neither was asked). ``host_wait``: of the time the
     measuring process's threads were ready to run during the window, the share they waited for a CPU (Linux's
     run-queue wait; None where the host does not say); ``device_idle``: the share of the window's batches, enqueued
-    back to back, that the device spent idle between repeats (GPU timers only). Both say whether the figure is the
-    device's or a busy host's (agent/starvation.py).
+    back to back, that the device spent idle between repeats (GPU timers only); ``launch_share``: the host's time
+    to launch the window's repeats over the device's time to run them (GPU timers only; near 1: the device could
+    only follow the host). They say whether the figure is the device's or a busy host's (agent/starvation.py).
     """
 
     method: TimingMethod
@@ -80,6 +81,7 @@ class TimingStats(WireModel):
     settled: bool | None = None
     host_wait: Share | None = None
     device_idle: Share | None = None
+    launch_share: Share | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

@@ -63,9 +63,10 @@ def test_the_rule_on_a_cpu_is_the_wait_and_on_a_gpu_the_wait_and_the_idle_device
     assert starved(_stats(0.5, device_idle=0.2))
     assert not starved(_stats(0.5, device_idle=0.0))  # the host waited while the device had work queued: no harm
     assert not starved(_stats(0.0, device_idle=0.5))  # an idle device the host kept up with: launch-bound, not starved
-    one_by_one = _stats(0.5).model_copy(update={"method": "cuda_event"})  # long calls, no idle seen between them
-    assert starved(one_by_one)  # the host launches each kernel of the call
-    assert not starved(one_by_one.model_copy(update={"method": "cuda_graph"}))  # one replay: nothing to starve
+    eager = _stats(0.5, device_idle=0.0).model_copy(update={"launch_share": 0.3})  # idle inside the calls
+    assert starved(eager)  # the host launches each kernel of the call, half as fast as it could
+    assert not starved(eager.model_copy(update={"method": "cuda_graph"}))  # one replay a repeat: nothing to starve
+    assert not starved(eager.model_copy(update={"launch_share": 0.01}))  # a product launched in 1 % of its time
     assert "starved" in UNTRUSTED_FLAGS  # never a figure, never a verdict
 
 
@@ -78,9 +79,11 @@ def test_wait_share_is_the_waited_part_of_the_time_ready_and_unknown_below_a_tic
 
 def test_the_device_idle_is_the_span_between_repeats_less_their_time_and_the_flushes() -> None:
     idle = Idle(flush_s=1e-4)
-    idle.add(span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3)  # 8.3 ms busy of 10 ms
+    idle.add(span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3, launch_s=1e-3)  # 8.3 ms busy of 10 ms
+    idle.add(span_s=3.0e-2, repeats_s=[3e-2], flushes=0, launch_s=2.9e-2)  # one long call: no "between"
     assert idle.share() == pytest.approx(0.17)
-    assert Idle(flush_s=0.0).share() is None
+    assert idle.launch_share() == pytest.approx(0.75)  # 30 ms of launching over 40 ms of the device's time
+    assert Idle(flush_s=0.0).share() is None and Idle(flush_s=0.0).launch_share() is None
 
 
 def test_starved_windows_are_measured_again_until_a_run_of_them_says_the_host_is_busy_for_good() -> None:
