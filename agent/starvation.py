@@ -156,8 +156,14 @@ def check_host(seconds: float = HOST_CHECK_S) -> HostCheck:
     return HostCheck(seconds=seconds, waited=window.share())
 
 
+def yielding(priority: str) -> bool:
+    """Whether the agent yields to the host's other work: ``--priority low``, or started at a positive nice value
+    (``nice -n 19``, systemd's ``Nice=``), which ``normal`` leaves as it is."""
+    return priority == "low" or os.getpriority(os.PRIO_PROCESS, 0) > 0
+
+
 def decide_host(
-    priority: str,
+    yields: bool,
     when_busy: str,
     wait_s: float,
     *,
@@ -167,15 +173,15 @@ def decide_host(
 ) -> str | None:
     """Why the run measures nothing (the host is busy and the agent yields to it), or None: measure.
 
-    A busy host is said at once (a warning), whatever the priority. At ``normal`` the run goes on: it gets its
-    fair share, and the windows that did not are flagged. At ``low`` it would get almost nothing (a quick run that
-    takes 26 s had not ended after 900 s), so ``when_busy`` decides as it does for a busy GPU: ``skip`` (nothing is
-    measured: the run ends at once, ``errors.HostBusy``), ``wait`` (look again every ``HOST_POLL_S`` for up to
-    ``wait_s``), ``measure``."""
+    A busy host is said at once (a warning), whatever the priority. At normal priority the run goes on: it gets
+    its fair share, and the windows that did not are flagged. Yielding (``yields``) it would get almost nothing (a
+    quick run that takes 26 s had not ended after 900 s), so ``when_busy`` decides as it does for a busy GPU:
+    ``skip`` (nothing is measured: the run ends at once, ``errors.HostBusy``), ``wait`` (look again every
+    ``HOST_POLL_S`` for up to ``wait_s``), ``measure``."""
     seen = check()
     if not seen.busy:
         return None
-    if priority != "low" or when_busy == "measure":
+    if not yields or when_busy == "measure":
         log.warning("%s: figures it starves are flagged 'starved' and kept out of verdicts", seen.reason())
         return None
     if when_busy == "wait":

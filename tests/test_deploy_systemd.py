@@ -43,13 +43,14 @@ def test_the_units_verify_without_a_warning(tmp_path: Path) -> None:
 def test_a_misspelt_key_would_be_caught(tmp_path: Path) -> None:
     assert ANALYZE is not None
     (service,) = [u for u in _copies(tmp_path) if u.suffix == ".service"]
-    service.write_text(service.read_text().replace("Nice=19", "Nicee=19"))
+    service.write_text(service.read_text().replace("IOSchedulingClass=idle", "IOSchedulingClas=idle"))
     done = subprocess.run([ANALYZE, "verify", "--man=no", str(service)], capture_output=True, text=True, timeout=60)
-    assert "Unknown key 'Nicee'" in done.stderr
+    assert "Unknown key 'IOSchedulingClas'" in done.stderr
 
 
 def test_the_timer_spreads_a_fleet_over_its_hour() -> None:
     timer = (UNITS / "flopfleet-agent.timer").read_text()
     assert "RandomizedDelaySec=55min" in timer and "OnCalendar=hourly" in timer
     service = (UNITS / "flopfleet-agent.service").read_text()
-    assert "SuccessExitStatus=1 2" in service and "Nice=19" in service and "IOSchedulingClass=idle" in service
+    assert "SuccessExitStatus=1 2" in service and "IOSchedulingClass=idle" in service
+    assert "\nNice=" not in service  # at nice 19 a busy host starves the check: it measures at the normal priority
