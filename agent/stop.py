@@ -28,7 +28,7 @@ class Stop:
     def __init__(self) -> None:
         self.signal: signal.Signals | None = None
         self._actions: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the handler runs in the main thread, maybe inside ``on_stop``'s hold
 
     @property
     def requested(self) -> bool:

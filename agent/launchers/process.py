@@ -345,10 +345,9 @@ class ProcessLauncher:
 
     def _halt(self) -> None:
         """The run was told to stop: every child still running gets SIGTERM now (from a signal handler: nothing that
-        waits), so that a case being measured ends within moments; the case is then skipped (``_device``)."""
-        with self._lock:
-            children = list(self._children)
-        for child in children:
+        waits, takes no lock the interrupted code may hold), so that a case being measured ends within moments; the case
+        is then skipped (``_device``)."""
+        for child in list(self._children):
             if child.proc.poll() is None:
                 child.proc.terminate()
 
