@@ -46,7 +46,7 @@ def serve_collector(db: Path, **settings: object) -> Iterator[Collector]:
     server = _ThreadServer(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 600
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("collector did not start")

@@ -94,7 +94,7 @@ def test_the_collector_runs_as_the_image_runs_it_and_answers_its_healthcheck(tmp
     server = subprocess.Popen([sys.executable, "-m", "collector", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600
         while True:
             try:
                 answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)

@@ -192,7 +192,7 @@ def test_the_first_child_keeps_every_case_that_needs_no_model_code_and_the_other
     benches = [MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp32",))),
                BandwidthBenchmark(BandwidthGrid(scale=(1 << 16,))), BertLayerBenchmark(layer)]  # fmt: skip
     launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
-    waited = time.monotonic() + 120
+    waited = time.monotonic() + 600
     while not any(p.modules and p.imported_s is not None for p in launchers.device.processes(0.0)):
         assert time.monotonic() < waited, "the model-importing child never finished importing"
         time.sleep(0.05)
@@ -393,7 +393,7 @@ def _relay_launchers(products: bool = False) -> tuple[Any, Any, list[Any]]:
 
 def _wait_for_imports(device: Any, count: int, what: str) -> None:
     """Until ``count`` of the launcher's children have said their imports are done."""
-    waited = time.monotonic() + 120
+    waited = time.monotonic() + 600
     while sum(p.imported_s is not None for p in device.processes(0.0)) < count:
         assert time.monotonic() < waited, f"{what} never finished importing"
         time.sleep(0.05)
