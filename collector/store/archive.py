@@ -39,6 +39,9 @@ VIEWS = {"all_results": "results", "all_gpu_samples": "gpu_samples"}
 #: The longest the writer waits for the store's readers of the archive to finish before it moves files; if they
 #: have not, the files are moved at its next pass.
 MOVE_WAIT_S = 0.1
+#: The longest a reader waits for batches to be published by the readers before it (they leave within the SQL time
+#: limit); past it, it reads anyway (the views read staging too).
+READER_HOLD_S = 10.0
 #: Arrow record batches of this many rows at a time, so a batch's rows are never all in memory.
 CHUNK = 50_000
 #: ``meta`` key set once an archive an older collector wrote (straight to the published names) has been swept.
@@ -78,7 +81,10 @@ class ArchiveFolder:
         self._turn = threading.Condition()
         self._readers = 0
         self._moving = False
-        self._mover_waiting = False  # new readers wait while a move waits for the readers already in to finish
+        #: Committed batches whose files wait for the readers in to leave: the last one out moves them, and readers
+        #: that come meanwhile wait (at most ``READER_HOLD_S``), so readers that overlap without pause cannot put
+        #: publishing off for as long as they poll (a loaded test saw a batch unpublished for 600 s).
+        self._pending: list[tuple[str, str]] = []
         #: One batch at a time, and no ``tidy`` while a batch is being written.
         self.batch_lock = threading.Lock()
         #: Files wait in staging: a committed batch not yet published, or an attempt not yet removed.
@@ -90,29 +96,30 @@ class ArchiveFolder:
     @contextmanager
     def reading(self) -> Iterator[None]:
         """While held, no file of the archive moves or goes (many readers at once; files move only when none
-        holds it). A reader that comes while a move waits waits too (at most ``MOVE_WAIT_S``, the move's own wait):
-        readers that overlap without pause would otherwise put publishing off for as long as they poll (seen in a
-        test on a loaded machine: a batch unpublished for over 60 s)."""
+        holds it). The last reader out publishes the batches that waited for it (``_pending``)."""
         with self._turn:
-            self._turn.wait_for(lambda: not self._moving and not self._mover_waiting)
+            self._turn.wait_for(lambda: not self._moving and not self._pending, READER_HOLD_S)
             self._readers += 1
         try:
             yield
         finally:
             with self._turn:
                 self._readers -= 1
+                if not self._readers and self._pending:
+                    pending, self._pending = self._pending, []
+                    try:
+                        for day, batch in pending:
+                            for folder in FOLDERS:
+                                self._publish(self.path(folder, day, batch, staged=True))
+                    except OSError as exc:  # left in staging for ``tidy``; the views read staging meanwhile
+                        log.error("publishing archive batches failed: %s", exc)
                 self._turn.notify_all()
 
     @contextmanager
     def _moves(self, wait_s: float) -> Iterator[bool]:
         """True, with the files to itself, once no reader holds them (within ``wait_s``); False if they still do."""
         with self._turn:
-            self._mover_waiting = True
-            try:
-                free = self._turn.wait_for(lambda: not self._readers and not self._moving, wait_s)
-            finally:
-                self._mover_waiting = False
-                self._turn.notify_all()
+            free = self._turn.wait_for(lambda: not self._readers and not self._moving, wait_s)
             self._moving = free
         try:
             yield free
@@ -147,6 +154,9 @@ class ArchiveFolder:
         with self._moves(MOVE_WAIT_S) as free:
             self.unpublished = True  # until each file has moved (an error on the way leaves the rest to ``tidy``)
             if not free:
+                with self._turn:
+                    if self._readers:
+                        self._pending.append((day, batch))  # the last reader out moves them
                 return
             for folder in FOLDERS:
                 self._publish(self.path(folder, day, batch, staged=True))
@@ -154,9 +164,14 @@ class ArchiveFolder:
             self.unpublished = False
 
     def _publish(self, staged: Path) -> None:
+        """One staged file to its published name; one already moved (by ``tidy`` or the last reader out) is left."""
         target = self.root / staged.relative_to(self.root / STAGING)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staged, target)
+        try:
+            os.replace(staged, target)
+        except FileNotFoundError:
+            if not target.exists():
+                raise
 
     def tidy(self, cur: duckdb.DuckDBPyConnection, wait_s: float = MOVE_WAIT_S) -> None:
         """Publish what recorded batches left in staging (a crash or busy readers after their commit) and remove
