@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from schemas import Gpu, RunSubmission
 from schemas.api import VERDICTS_PATH
 from schemas.baselines import BaselineError, BaselineIndex, bundled, card_key, parse_bundle
+from schemas.health_figures import HEALTH_FIGURES, figure_values
 from schemas.verdicts import (
     DEFAULT_THRESHOLD,
     EXIT_CODES,
@@ -34,7 +35,6 @@ from schemas.verdicts import (
     baseline_reference,
     baseline_summary,
     counter_faults,
-    figure_values,
     figure_verdict,
     floor_of,
     gpu_level,
@@ -48,11 +48,6 @@ from .devices import device
 from .errors import AgentError, ConfigError
 from .suites import HEALTH
 from .upload import Delivery, deliver
-
-#: The benchmark of the health profile that measures each figure: what a re-measurement runs.
-FIGURE_BENCHMARKS = {
-    "matmul_bf16": "matmul", "memory": "bandwidth", "h2d": "transfer", "bert_fwdbwd": "layer_bert_torch",
-}  # fmt: skip
 
 #: Why a machine without a GPU is UNKNOWN without measuring anything (the health profile takes minutes on a CPU).
 NO_GPU = "no GPU on this machine: nothing to judge (flopfleet-agent run --device cpu --suite quick measures its CPU)"
@@ -149,7 +144,7 @@ def check(
     suspect = [v for v in verdicts if v.level is Level.suspect]
     if config.remeasure and suspect:
         figures = sorted({f.figure for v in suspect for f in v.figures if f.level is Level.suspect})
-        benchmarks = tuple(sorted({FIGURE_BENCHMARKS[f] for f in figures if f in FIGURE_BENCHMARKS}))
+        benchmarks = tuple(sorted({HEALTH_FIGURES[f].measured_by for f in figures if f in HEALTH_FIGURES}))
         indices = tuple(sorted({v.gpu_index for v in suspect if v.gpu_index is not None}))
         if benchmarks and indices:
             state.notes.append(

@@ -18,8 +18,8 @@ from typing import Any
 
 from schemas.baselines import SOFTWARE, BaselineIndex, card_of_model
 from schemas.environment import SLOWDOWN_REASONS
+from schemas.health_figures import HEALTH_FIGURES
 from schemas.verdicts import (
-    HEALTH_FIGURES,
     SEVERITY,
     FigureJudgement,
     GpuVerdict,
