@@ -64,6 +64,14 @@ def test_each_health_figure_is_defined_once_and_measured_by_the_health_profile()
         assert figure.measured_by in HEALTH.grids  # what check runs again to confirm it
 
 
+def test_the_health_page_of_the_docs_lists_the_figures_as_the_table_defines_them() -> None:
+    lines = (ROOT / "docs" / "health.md").read_text().splitlines()
+    start = lines.index("| figure | label | what measures it | unit |") + 2
+    rows = lines[start : next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [(c[0], c[1], c[-1]) for c in cells] == [(f"`{f.key}`", f.label, f.unit) for f in HEALTH_FIGURES.values()]
+
+
 H200 = "NVIDIA H200"
 HOST = "n1"
 #: Near the bundled H200 baseline of the health profile, so that every reference is in play.
