@@ -1,7 +1,7 @@
 """``flopfleet-agent check``: a preflight whose exit code a job prolog, Slurm's HealthCheckProgram or Kubernetes'
 node-problem-detector can act on (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; ``schemas.verdicts.EXIT_CODES``).
 
-It measures the ``health`` profile and judges each GPU by the shared rule (``schemas.verdicts``): with a collector,
+It measures the ``health`` profile and judges each GPU by the shared judge (``schemas.judgement``): with a collector,
 the collector judges it (peers of its model across the fleet, its own history, its card's baseline, its floor) once
 the run is posted; without one, or when the collector cannot be reached, the agent judges it against this machine's
 other GPUs of its model, its card's baseline (bundled, or the file given: ``baselines_for``) and its model's bundled
@@ -24,35 +24,16 @@ from pydantic import TypeAdapter, ValidationError
 
 from schemas import Gpu, RunSubmission
 from schemas.api import VERDICTS_PATH
-from schemas.baselines import BaselineError, BaselineIndex, bundled, card_key, parse_bundle
-from schemas.verdicts import (
-    DEFAULT_THRESHOLD,
-    EXIT_CODES,
-    FigureJudgement,
-    GpuVerdict,
-    Level,
-    baseline_reference,
-    baseline_summary,
-    counter_faults,
-    figure_values,
-    figure_verdict,
-    floor_of,
-    gpu_level,
-    judge,
-    minimum_threshold,
-    worst,
-)
+from schemas.baselines import BaselineError, BaselineIndex, bundled, card_key, gpu_model, parse_bundle
+from schemas.health_figures import HEALTH_FIGURES, figure_values
+from schemas.judgement import GpuFacts, Measured, Reading, judge_gpu
+from schemas.verdicts import EXIT_CODES, GpuVerdict, Level, minimum_threshold, threshold_from_spread, worst
 
 from .config import RunConfig
 from .devices import device
 from .errors import AgentError, ConfigError
 from .suites import HEALTH
 from .upload import Delivery, deliver
-
-#: The benchmark of the health profile that measures each figure: what a re-measurement runs.
-FIGURE_BENCHMARKS = {
-    "matmul_bf16": "matmul", "memory": "bandwidth", "h2d": "transfer", "bert_fwdbwd": "layer_bert_torch",
-}  # fmt: skip
 
 #: Why a machine without a GPU is UNKNOWN without measuring anything (the health profile takes minutes on a CPU).
 NO_GPU = "no GPU on this machine: nothing to judge (flopfleet-agent run --device cpu --suite quick measures its CPU)"
@@ -149,7 +130,7 @@ def check(
     suspect = [v for v in verdicts if v.level is Level.suspect]
     if config.remeasure and suspect:
         figures = sorted({f.figure for v in suspect for f in v.figures if f.level is Level.suspect})
-        benchmarks = tuple(sorted({FIGURE_BENCHMARKS[f] for f in figures if f in FIGURE_BENCHMARKS}))
+        benchmarks = tuple(sorted({HEALTH_FIGURES[f].measured_by for f in figures if f in HEALTH_FIGURES}))
         indices = tuple(sorted({v.gpu_index for v in suspect if v.gpu_index is not None}))
         if benchmarks and indices:
             state.notes.append(
@@ -243,7 +224,7 @@ def _unknown(gpu: Gpu | None, hostname: str, why: str) -> GpuVerdict:
     return GpuVerdict(
         uuid=gpu.uuid if gpu else None,
         gpu_index=gpu.index if gpu else None,
-        gpu_model=gpu.name if gpu else "no GPU",
+        gpu_model=gpu_model(gpu.name, gpu.memory_bytes) if gpu else "no GPU",
         host=hostname,
         level=Level.unknown,
         reasons=(why,),
@@ -252,75 +233,61 @@ def _unknown(gpu: Gpu | None, hostname: str, why: str) -> GpuVerdict:
 
 
 def judge_locally(runs: Sequence[RunSubmission], baselines: BaselineIndex | None = None) -> list[GpuVerdict]:
-    """Each GPU of this machine's ``runs`` (newest first) against the machine's other GPUs of its model (their
-    newest values), its own measurements in these runs (a re-measurement confirms or clears the first), its card's
-    baseline and its model's bundled floor; the counters of every run for faults."""
+    """Each GPU of this machine's ``runs`` (newest first) judged by the shared judge (``schemas.judgement``) from
+    what these runs hold: the machine's other GPUs of its model (their newest values), its own measurements (a
+    re-measurement confirms or clears the first), its card's baseline and its model's bundled floor, the counters
+    of every run for faults."""
     if not runs:
         return []
     baselines = baselines if baselines is not None else BaselineIndex()
-    profile = runs[-1]
-    software = {"driver": profile.software.driver, "cuda": profile.software.cuda, "torch": profile.software.torch,
-                "transformers": profile.software.transformers}  # fmt: skip
-    latest: dict[int, Gpu] = {}
-    faults: dict[int, list[str]] = {}
-    measured: dict[tuple[int, str], list[float]] = {}
-    for run in runs:  # newest first
-        values = figure_values(run.results)
+    gpus: dict[int, GpuFacts] = {}
+    readings: dict[int, list[Reading]] = {}
+    taken: dict[tuple[int, str], list[tuple[float, str]]] = {}  # (GPU, figure) -> (value, suite), newest first
+    for run in runs:
         for g in run.gpus:
-            latest.setdefault(g.index, g)
-            found = counter_faults(
-                g.counters_after.model_dump() if g.counters_after else None,
-                [e.xid for e in g.xid_events or ()],
-                pcie=(g.pcie_gen, g.pcie_gen_max, g.pcie_width, g.pcie_width_max),
-            )
-            faults.setdefault(g.index, [])
-            faults[g.index] += [f for f in found if f not in faults[g.index]]
-        for (index, figure), value in values.items():
+            gpus.setdefault(g.index, _facts(g, run))
+            counters = g.counters_after.model_dump() if g.counters_after else None
+            link = (g.pcie_gen, g.pcie_gen_max, g.pcie_width, g.pcie_width_max)
+            readings.setdefault(g.index, []).append(Reading(counters, tuple(e.xid for e in g.xid_events or ()), link))
+        for (index, figure), value in figure_values(run.results).items():
             if index is not None:
-                measured.setdefault((index, figure), []).append(value)
-    hostname = runs[0].host.hostname
+                taken.setdefault((index, figure), []).append((value, run.suite))
+    # As the collector keeps them: a figure's measurements of the suite that took its newest; peers of that suite.
+    suite_of = {key: found[0][1] for key, found in taken.items()}
+    kept = {key: tuple(v for v, suite in found if suite == suite_of[key]) for key, found in taken.items()}
     verdicts = []
-    for index, g in sorted(latest.items()):
-        card = card_key(g.name, g.memory_bytes, g.power_limit_w)
-        default_card = card_key(g.name, g.memory_bytes, g.power_limit_default_w) if g.power_limit_default_w else None
-        judged: list[FigureJudgement] = []
-        for (i, figure), series in measured.items():
-            if i != index:
+    for index, gpu in sorted(gpus.items()):
+        model = [j for j, other in gpus.items() if other.model == gpu.model]
+        measured = {}
+        for figure in HEALTH_FIGURES:
+            if (index, figure) not in kept:
                 continue
-            others = [v[0] for (j, f), v in measured.items() if f == figure and j != index and latest[j].name == g.name]
-            baseline, note = baseline_reference(baselines, figure, card, default_card, profile.suite, software)
-            judged.append(
-                judge(
-                    figure,
-                    series,
-                    peers=(statistics.median(others), len(others)) if others else None,
-                    floor=floor_of(figure, g.name, g.pcie_gen_max, g.pcie_width_max),
-                    threshold=max(DEFAULT_THRESHOLD, minimum_threshold(figure)),
-                    baseline=baseline,
-                    note=note,
-                )
-            )
-        level = gpu_level(faults[index], judged)
-        reasons = [*faults[index], *(j.reason for j in judged if j.level in (Level.slow, Level.suspect) and j.reason)]
-        if level is Level.unknown and not judged:
-            reasons.append("none of the health figures was measured")
-        elif level is Level.unknown:
-            reasons.append(f"no baseline or bundled floor for {card} and no other GPU of its model here to compare "
-                           "with")  # fmt: skip
-        verdicts.append(
-            GpuVerdict(
-                uuid=g.uuid,
-                gpu_index=index,
-                gpu_model=g.name,
-                host=hostname,
-                level=level,
-                reasons=tuple(r[:2000] for r in reasons),
-                run_id=str(runs[0].run_id),
-                judged_by="agent",
-                figures=tuple(figure_verdict(j) for j in sorted(judged, key=lambda j: j.figure)),
-                baseline=baseline_summary(baselines, card, default_card, profile.suite, judged),
-            )
-        )
+            suite = suite_of[(index, figure)]
+            others = [kept[(j, figure)][0] for j in model if j != index and suite_of.get((j, figure)) == suite]
+            spread = [kept[(j, figure)] for j in model if (j, figure) in kept]
+            peers = (statistics.median(others), len(others)) if others else None
+            threshold = threshold_from_spread(spread, minimum=minimum_threshold(figure))
+            measured[figure] = Measured(kept[(index, figure)], suite, peers, threshold)
+        judged = judge_gpu(replace(gpu, readings=tuple(readings[index])), measured, baselines)
+        verdicts.append(judged.verdict("agent"))
     if not verdicts:
-        verdicts.append(_unknown(None, hostname, f"no GPU on this machine ({runs[0].device} run)"))
+        verdicts.append(_unknown(None, runs[0].host.hostname, f"no GPU on this machine ({runs[0].device} run)"))
     return verdicts
+
+
+def _facts(g: Gpu, run: RunSubmission) -> GpuFacts:
+    """A GPU as its newest run in the check describes it (its readings are added from every run)."""
+    software = {"driver": run.software.driver, "cuda": run.software.cuda, "torch": run.software.torch,
+                "transformers": run.software.transformers}  # fmt: skip
+    return GpuFacts(
+        uuid=g.uuid,
+        index=g.index,
+        name=g.name,
+        model=gpu_model(g.name, g.memory_bytes),
+        card=card_key(g.name, g.memory_bytes, g.power_limit_w),
+        host=run.host.hostname,
+        run_id=str(run.run_id),
+        suite=run.suite,
+        power_limit_default_w=g.power_limit_default_w,
+        software=software,
+    )

@@ -16,7 +16,7 @@ from typing import Any
 from schemas import GpuSpec, match_spec
 from schemas.baselines import BaselineEntry
 
-from .figures import FIGURES
+from .figures import BY_KEY, FIGURES
 
 Fetched = tuple[Any, ...]  # one row as a named query returns it
 
@@ -232,8 +232,8 @@ PEAK_CATEGORIES = (
     ("FP16", "matmul_fp16"),
     ("BF16", "matmul_bf16"),
     ("FP8", "matmul_fp8"),
-    ("memory", "memory"),
-    ("BERT fwd+bwd", "bert_fwdbwd"),
+    (BY_KEY["memory"].label, "memory"),
+    (BY_KEY["bert_fwdbwd"].label, "bert_fwdbwd"),
     ("Llama-3-8B decode b=1", "llama3_8b_decode_b1"),  # of the memory bandwidth
     ("Llama-3-8B decode b=1, plain torch", "llama3_8b_decode_b1_torch"),
 )

@@ -6,7 +6,8 @@ largest case. The store computes them just after it stores a run (``Store.settle
 comparisons, health and version checks read a few rows per run instead of every result. Which results make which
 figure is data, the ``figure_definitions`` table, joined against the new results: one small join instead of a
 condition per figure, whose planning alone cost the writer more than the rest of the query (about 7 against 4 ms
-per commit).
+per commit). The health figures' rows come from ``schemas.health_figures``, where the agent's ``check`` reads the
+same definitions to pick the same results in Python.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from schemas.verdicts import UNTRUSTED_FLAGS
+from schemas.health_figures import HEALTH_FIGURES, UNTRUSTED_FLAGS, HealthFigure
 
-#: Results that may become a figure: ok, and not flagged as a measurement error or wrong numerics (the flags
-#: schemas.verdicts keeps out of the agent's own verdicts: one list).
+#: Results that may become a figure: ok, and not flagged as a measurement error, wrong numerics or a starved window
+#: (``schemas.health_figures.UNTRUSTED_FLAGS``, which the agent's own verdicts apply too: one list).
 TRUSTED = (
     "status = 'ok' AND NOT list_has_any(coalesce(flags, []), ["
     + ", ".join(f"'{f}'" for f in sorted(UNTRUSTED_FLAGS))
@@ -54,6 +55,20 @@ class Figure:
     attn_implementation: str | None = None
 
 
+def _health(figure: HealthFigure) -> Figure:
+    """A health figure's definition, from the one table both sides read (its ``match`` names ``MATCHED`` params)."""
+    unknown = set(figure.match) - set(MATCHED)
+    if unknown:
+        raise ValueError(f"health figure {figure.key!r} matches {sorted(unknown)}; a figure may match {MATCHED}")
+    return Figure(figure.key, figure.label, figure.unit, figure.benchmark, figure.metric, figure.digits,
+                  **figure.match)  # type: ignore[arg-type]  # fmt: skip
+
+
+def _or_health(figure: Figure) -> Figure:
+    """``figure``, or the health figure of its key: where a table row is a health figure, that table defines it."""
+    return _health(HEALTH_FIGURES[figure.key]) if figure.key in HEALTH_FIGURES else figure
+
+
 def _layers() -> list[Figure]:
     """Each block's fwd and fwd+bwd TFLOPS with SDPA (the agent's default: the keys the published table's rows map
     to), then with eager attention (``--attn eager``: what the notebook method measured), never one figure of both.
@@ -67,8 +82,9 @@ def _layers() -> list[Figure]:
             ("t5_decoder", "T5 decoder", "t5_decoder_block"),
         ):
             for mode_key, mode in (("fwd", "fwd"), ("fwdbwd", "fwd+bwd")):
-                out.append(Figure(f"{key}_{mode_key}{suffix}", f"{label} {mode}{how}", "TFLOPS", "layer", "tflops",
-                                  block=block, mode=mode, dtype="fp16", attn_implementation=attn))  # fmt: skip
+                figure = Figure(f"{key}_{mode_key}{suffix}", f"{label} {mode}{how}", "TFLOPS", "layer", "tflops",
+                                block=block, mode=mode, dtype="fp16", attn_implementation=attn)  # fmt: skip
+                out.append(_or_health(figure))
     return out
 
 
@@ -103,17 +119,17 @@ def _inference(key: str, label: str, model: str) -> list[Figure]:
 
 #: In the order of the cross-card table's measured rows (the published table's, then flopfleet's extras).
 FIGURES: tuple[Figure, ...] = (
-    Figure("matmul_fp32", "Matmul FP32", "TFLOPS", "matmul", "tflops", dtype="fp32"),
-    Figure("matmul_tf32", "Matmul TF32", "TFLOPS", "matmul", "tflops", dtype="tf32"),
-    Figure("matmul_fp16", "Matmul FP16", "TFLOPS", "matmul", "tflops", dtype="fp16"),
-    Figure("matmul_bf16", "Matmul BF16", "TFLOPS", "matmul", "tflops", dtype="bf16"),
-    Figure("matmul_fp8", "Matmul FP8", "TFLOPS", "matmul", "tflops", dtype_prefix="fp8"),
+    Figure("matmul_fp32", "FP32 matmul", "TFLOPS", "matmul", "tflops", dtype="fp32"),
+    Figure("matmul_tf32", "TF32 matmul", "TFLOPS", "matmul", "tflops", dtype="tf32"),
+    Figure("matmul_fp16", "FP16 matmul", "TFLOPS", "matmul", "tflops", dtype="fp16"),
+    _health(HEALTH_FIGURES["matmul_bf16"]),
+    Figure("matmul_fp8", "FP8 matmul", "TFLOPS", "matmul", "tflops", dtype_prefix="fp8"),
     Figure("mamf_bf16", "Max achievable BF16 matmul", "TFLOPS", "mamf", "tflops", dtype="bf16"),
     Figure("vector", "Vector a*1.2", "TFLOPS", "bandwidth", "tflops", 3, op="scale"),
     Figure("bw_scale", "Memory a*1.2", "GB/s", "bandwidth", "gbps", 0, op="scale"),
     Figure("bw_copy", "Memory copy", "GB/s", "bandwidth", "gbps", 0, op="copy"),
     Figure("bw_triad", "Memory triad", "GB/s", "bandwidth", "gbps", 0, op="triad"),
-    Figure("h2d", "Host to device (pinned)", "GB/s", "transfer", "gbps", direction="h2d", pinned=True),
+    _health(HEALTH_FIGURES["h2d"]),
     Figure("d2h", "Device to host (pinned)", "GB/s", "transfer", "gbps", direction="d2h", pinned=True),
     *_layers(),
     Figure("train_bert_tokens", "BERT-large training", "tokens/s", "training", "tokens_per_s", 0, model="bert-large"),
@@ -124,8 +140,8 @@ FIGURES: tuple[Figure, ...] = (
     *_inference("llama3_8b", "Llama-3-8B", "llama-3-8b"),
     *_inference("llama32_3b", "Llama-3.2-3B", "llama-3.2-3b"),
 )  # fmt: skip
-#: Not rows of the table, but read by health and version checks.
-EXTRA: tuple[Figure, ...] = (Figure("memory", "memory", "GB/s", "bandwidth", "gbps", 0),)
+#: Not rows of the table, but read by health and version checks: the health figures the table has no row for.
+EXTRA: tuple[Figure, ...] = tuple(_health(f) for f in HEALTH_FIGURES.values() if f.key not in {g.key for g in FIGURES})
 BY_KEY = {f.key: f for f in (*FIGURES, *EXTRA)}
 
 #: Replaced at every start, as its rows are: a database from before a column was added gets it.

@@ -1,12 +1,13 @@
 """Fleet health: each GPU against its model's other GPUs, its own history, its card's baseline and its model's floor,
 with the likely cause of a shortfall and the error counters that say it is broken.
 
-The rule itself is shared with the agent's ``check`` (``schemas.verdicts``): a figure's latest measurement fails
-when it is more than its threshold below a reference; two failures among its latest three measurements confirm it
-(``slow``), one is ``suspect``; a fatal counter makes the GPU ``faulty``. Here the collector supplies what only it
-knows: the peers' medians, each GPU's kept history (``health_history``) and the figure's run-to-run spread over the
-model's GPUs, from which its threshold follows. The recorded state of the latest run (power limit, throttling,
-ECC, clocks, other processes, software) names the likely cause.
+The judge is shared with the agent's ``check`` (``schemas.judgement.judge_gpu``, by the rule of
+``schemas.verdicts``): a figure's latest measurement fails when it is more than its threshold below a reference; two
+failures among its latest three measurements confirm it (``slow``), one is ``suspect``; a fatal counter makes the
+GPU ``faulty``. Here the collector only gathers its inputs from what it keeps: the peers' medians, each GPU's kept
+history (``health_history``), the figure's run-to-run spread over the model's GPUs (its threshold) and the latest
+counters. The recorded state of the latest run (power limit, throttling, ECC, clocks, other processes, software),
+which only the fleet's view can weigh against the peers', names the likely cause.
 """
 
 from __future__ import annotations
@@ -16,24 +17,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.baselines import SOFTWARE, BaselineIndex, card_of_model
+from schemas.baselines import SOFTWARE, BaselineIndex
 from schemas.environment import SLOWDOWN_REASONS
-from schemas.verdicts import (
-    HEALTH_FIGURES,
-    SEVERITY,
-    FigureJudgement,
-    GpuVerdict,
-    Level,
-    baseline_reference,
-    baseline_summary,
-    counter_faults,
-    figure_verdict,
-    floor_of,
-    gpu_level,
-    judge,
-    minimum_threshold,
-    threshold_from_spread,
-)
+from schemas.health_figures import HEALTH_FIGURES
+from schemas.judgement import GpuFacts, GpuJudgement, Measured, Reading, judge_gpu
+from schemas.verdicts import SEVERITY, FigureJudgement, GpuVerdict, Level, minimum_threshold, threshold_from_spread
 
 FAULTS = SLOWDOWN_REASONS
 
@@ -41,20 +29,55 @@ FAULTS = SLOWDOWN_REASONS
 FIGURE_KEYS = list(HEALTH_FIGURES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
-    device: str
-    card: str
-    gpu_model: str
-    hostname: str
-    run_id: str
+    """A GPU's verdict as the collector shows it: the shared judgement, when its latest run started, and the likely
+    causes of a shortfall that its recorded state names."""
+
+    judgement: GpuJudgement
     started_at: object
-    gpu_index: int | None
-    level: Level
-    figures: dict[str, FigureJudgement]
-    faults: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
-    baseline: str | None = None  # what it was held against beyond peers and history (``baseline_summary``)
+
+    @property
+    def device(self) -> str:
+        return str(self.judgement.gpu.uuid)
+
+    @property
+    def card(self) -> str:
+        return self.judgement.gpu.card
+
+    @property
+    def gpu_model(self) -> str:
+        return self.judgement.gpu.model
+
+    @property
+    def hostname(self) -> str:
+        return self.judgement.gpu.host
+
+    @property
+    def run_id(self) -> str:
+        return self.judgement.gpu.run_id
+
+    @property
+    def gpu_index(self) -> int | None:
+        return self.judgement.gpu.index
+
+    @property
+    def level(self) -> Level:
+        return self.judgement.level
+
+    @property
+    def figures(self) -> dict[str, FigureJudgement]:
+        return self.judgement.figures
+
+    @property
+    def faults(self) -> list[str]:
+        return list(self.judgement.faults)
+
+    @property
+    def baseline(self) -> str:
+        """What it was held against beyond peers and history (``baseline_summary``)."""
+        return self.judgement.baseline
 
     @property
     def verdict(self) -> str:
@@ -68,9 +91,8 @@ class Verdict:
 
     @property
     def reasons(self) -> list[str]:
-        """Why the level: the counters that make it faulty, then each failing figure."""
-        failing = [j.reason for j in self.figures.values() if j.level in (Level.slow, Level.suspect) and j.reason]
-        return [*self.faults, *failing]
+        """Why the level: the counters that make it faulty, then each failing figure (or why nothing compared)."""
+        return list(self.judgement.reasons)
 
     @property
     def text(self) -> str:
@@ -209,64 +231,33 @@ def fleet_health(
             continue
         device, name = str(d["device_id"]), str(d["gpu_model"])
         peers = peers_of[name]
-        card, default_card = str(d["card"]), card_of_model(name, d["power_limit_default_w"])
-        software = {k: d.get(k) for k in SOFTWARE}
-        judged: dict[str, FigureJudgement] = {}
-        suites: list[str] = []
+        measured = {}
         for key in FIGURE_KEYS:
             found = figures.get((device, key))
             if found is None:
                 continue
-            suites.append(found[3])
-            kept = history.get((device, key)) or [found[0]]
             alike = peers.values[(key, found[3])]
-            others = len(alike) - 1
             median = _median_without(alike, found[0])
-            baseline, note = baseline_reference(baselines, key, card, default_card, found[3], software)
-            judged[key] = judge(
-                key,
-                kept,
-                peers=(median, others) if median is not None else None,
-                floor=floor_of(key, str(d["gpu_name"] or ""), d["pcie_gen_max"], d["pcie_width_max"]),
-                threshold=thresholds[(name, key)],
-                baseline=baseline,
-                note=note,
-            )
+            measured[key] = Measured(history.get((device, key)) or [found[0]], found[3],
+                                     (median, len(alike) - 1) if median is not None else None,
+                                     thresholds[(name, key)])  # fmt: skip
         row = counters.get(device)
-        faults = counter_faults(
-            row,
-            list((row or {}).get("xids") or []),
-            pcie=(d["pcie_gen"], d["pcie_gen_max"], d["pcie_width"], d["pcie_width_max"]),
-        )
-        level = gpu_level(faults, list(judged.values()))
-        clock = figures.get((device, "matmul_bf16"), _NONE)[2]
-        failing = level in (Level.slow, Level.suspect)
-        causes = _causes(d, peers, clock, failing)
+        link = (d["pcie_gen"], d["pcie_gen_max"], d["pcie_width"], d["pcie_width_max"])
+        gpu = GpuFacts(
+            uuid=device, index=d["gpu_index"], name=str(d["gpu_name"] or ""), model=name, card=str(d["card"]),
+            host=str(d["hostname"]), run_id=str(d["run_id"]), suite=str(d["suite"]),
+            power_limit_default_w=d["power_limit_default_w"], software={k: d.get(k) for k in SOFTWARE},
+            readings=(Reading(row, tuple((row or {}).get("xids") or ()), link),),
+        )  # fmt: skip
+        judged = judge_gpu(gpu, measured, baselines)
+        failing = judged.level in (Level.slow, Level.suspect)
+        causes = _causes(d, peers, figures.get((device, "matmul_bf16"), _NONE)[2], failing)
         if failing and not causes:
             causes = ["no cause recorded in its state"]
-        suite = max(set(suites), key=suites.count) if suites else "health"
-        verdicts.append(
-            Verdict(
-                device, card, name, str(d["hostname"]), str(d["run_id"]), d["started_at"], d["gpu_index"],
-                level, judged, faults, causes,
-                baseline_summary(baselines, card, default_card, suite, list(judged.values())),
-            )
-        )  # fmt: skip
+        verdicts.append(Verdict(judged, d["started_at"], causes))
     return sorted(verdicts, key=lambda v: (SEVERITY.index(v.level), -(v.slow_by or 0), v.gpu_model, v.hostname))
 
 
 def wire(v: Verdict) -> GpuVerdict:
     """A verdict as the API and ``check --json`` give it (the reasons with the likely causes)."""
-    return GpuVerdict(
-        uuid=v.device,
-        gpu_index=v.gpu_index,
-        gpu_model=v.gpu_model,
-        card=v.card,
-        host=v.hostname,
-        level=v.level,
-        reasons=tuple(r[:2000] for r in [*v.reasons, *v.causes]),
-        run_id=v.run_id,
-        judged_by="collector",
-        figures=tuple(figure_verdict(j) for j in v.figures.values()),
-        baseline=v.baseline,
-    )
+    return v.judgement.verdict("collector", v.causes)

@@ -12,16 +12,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from .figures import BY_KEY
+
 MIN_CHANGE = 0.02
-#: label -> figure
-REGRESSION_METRICS = (
-    ("BF16 matmul", "matmul_bf16"),
-    ("FP16 matmul", "matmul_fp16"),
-    ("TF32 matmul", "matmul_tf32"),
-    ("memory", "memory"),
-    ("BERT fwd+bwd", "bert_fwdbwd"),
-    ("GPT-2 fwd+bwd", "gpt2_fwdbwd"),
-)
+#: The figures compared, as the named query ``Reads.version_figures`` takes them.
+FIGURE_KEYS = ["matmul_bf16", "matmul_fp16", "matmul_tf32", "memory", "bert_fwdbwd", "gpt2_fwdbwd"]
+#: label -> figure, each labelled as its definition spells it.
+REGRESSION_METRICS = tuple((BY_KEY[key].label, key) for key in FIGURE_KEYS)
 
 
 @dataclass(frozen=True)
@@ -45,10 +42,6 @@ def _version(torch: object, cuda: object, driver: object) -> str:
 def _noise(values: list[float]) -> float:
     med = statistics.median(values)
     return (max(values) - min(values)) / med if med and len(values) > 1 else 0.0
-
-
-#: The figures compared, as the named query ``Reads.version_figures`` takes them.
-FIGURE_KEYS = [figure for _, figure in REGRESSION_METRICS]
 
 
 def regressions(rows: list[tuple[Any, ...]]) -> list[Change]:

@@ -29,8 +29,9 @@ from .base import Count, Label, Text, WireModel
 
 #: The bundle layout this code reads and writes; a newer bundle is refused, not misread.
 BASELINE_SCHEMA_VERSION = 1
-#: What each figure key means (which results, which metric: collector/figures.py and schemas.verdicts). A bundle
-#: made under other definitions is listed but never used for verdicts: its numbers would be of something else.
+#: What each figure key means (which results, which metric: collector/figures.py, whose health rows are
+#: schemas.health_figures). A bundle made under other definitions is listed but never used for verdicts: its numbers
+#: would be of something else.
 #: 2: layer figures are of SDPA attention only (eager ones are figures of their own, ``*_eager``), LLM figures of
 #: transformers' implementation only (the plain-torch path's are ``*_torch``).
 FIGURES_VERSION = 2
@@ -67,7 +68,7 @@ class BaselineSoftware(WireModel):
 
 
 class BaselineFigure(WireModel):
-    figure: Label  # a figure key: collector/figures.py, the health figures of schemas.verdicts
+    figure: Label  # a figure key: collector/figures.py, the health figures of schemas.health_figures
     unit: Label
     value: NonNegative  # the median over GPUs of each GPU's median (a published figure: its value)
     low: NonNegative | None = None  # the lowest and highest GPU median

@@ -3,7 +3,7 @@
 A GPU's figure is judged against up to four references: the same model's other GPUs (their median), the GPU's
 own history (the median of its measurements before the latest ``WINDOW``), its card's baseline (``schemas.baselines``:
 what the model's healthy GPUs delivered elsewhere, so that a GPU is judged right from its first run), and an
-absolute floor per GPU model (``FLOORS``: a fraction of the datasheet, for models without a baseline). A measurement
+absolute floor per GPU model (``floor_of``: a fraction of the datasheet, for models without a baseline). A measurement
 fails a reference when it is more than that reference's threshold below it (below the floor itself for the floor):
 peers and history use the figure's measured run-to-run spread (``threshold_from_spread``), never less than
 ``MIN_THRESHOLD``; a baseline its own spread between GPUs (``baseline_reference``).
@@ -11,7 +11,8 @@ peers and history use the figure's measured run-to-run spread (``threshold_from_
 Levels: ``ok``; ``suspect`` when the latest measurement fails but is not confirmed; ``slow`` when at least
 ``CONFIRM`` of the latest ``WINDOW`` measurements fail (several runs, or the agent measuring a failing figure
 again before it reports); ``faulty`` when an error counter says the hardware is broken (``counter_faults``);
-``unknown`` when nothing could be compared. Exit codes follow Nagios and NHC (``EXIT_CODES``).
+``unknown`` when nothing could be compared. Exit codes follow Nagios and NHC (``EXIT_CODES``). The figures and
+their floors are ``schemas.health_figures``; a whole GPU is judged by ``schemas.judgement.judge_gpu``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pydantic import Field
 from .base import Label, Text, WireModel
 from .baselines import BaselineIndex, baseline_threshold, software_note
 from .gpu_specs import match_spec, pcie_peak_gbps
+from .health_figures import HEALTH_FIGURES, label, unit
 
 
 class Level(str, Enum):
@@ -51,15 +53,12 @@ MIN_HISTORY = 3
 MIN_THRESHOLD = 0.03
 MAX_THRESHOLD = 0.30
 DEFAULT_THRESHOLD = 0.05
-#: Figures whose healthy runs dip further than their median deviation says: pinned host-to-device transfers on the
-#: H200 ended 2.6-5.8 % below their median in 4 of 23 healthy checks and dipped once in 2 more, which a 3 %
-#: threshold confirmed once as "slow" (docs/results/h200.md). A link that degrades halves the figure
-#: and is a fault of its own (``counter_faults``).
-MIN_THRESHOLDS = {"h2d": 0.10}
 
 
 def minimum_threshold(figure: str) -> float:
-    return MIN_THRESHOLDS.get(figure, MIN_THRESHOLD)
+    """A figure's least threshold: its own (``HealthFigure.min_threshold``: h2d's dips), else ``MIN_THRESHOLD``."""
+    own = HEALTH_FIGURES[figure].min_threshold if figure in HEALTH_FIGURES else None
+    return MIN_THRESHOLD if own is None else own
 
 
 #: A threshold is this many robust standard deviations (1.4826 MAD) of the run-to-run spread: with two of three
@@ -68,26 +67,6 @@ SPREAD_SIGMAS = 3.0
 #: Per-GPU histories needed before a pooled spread replaces the default, and measurements each.
 SPREAD_MIN_GPUS = 1
 SPREAD_MIN_RUNS = 4
-
-#: The figures verdicts use: key -> (label, unit).
-HEALTH_FIGURES: dict[str, tuple[str, str]] = {
-    "matmul_bf16": ("BF16 matmul", "TFLOPS"),
-    "memory": ("memory", "GB/s"),
-    "h2d": ("host to device", "GB/s"),
-    "bert_fwdbwd": ("BERT fwd+bwd", "TFLOPS"),
-}
-
-#: Floors as a fraction of the datasheet (dense peak of the dtype, memory bandwidth, PCIe link peak at the card's
-#: maximum generation and width). Each sits well under every healthy card measured: bf16 matmul 68-71 % on the
-#: H200 (docs/results/h200.md), fp16 51-76 % in the transformers-benchmarks table; memory 79-93 % there, 88-91 %
-#: on the H200; BERT-large fwd+bwd 39-51 % of the fp16 peak there, 48 % on the H200; pinned transfers 87-88 % of
-#: the link on the H200. A GPU under its floor has lost about half of what its model delivers.
-FLOORS: dict[str, tuple[str, float]] = {
-    "matmul_bf16": ("bf16", 0.35),
-    "memory": ("bandwidth", 0.55),
-    "h2d": ("pcie", 0.45),
-    "bert_fwdbwd": ("fp16", 0.20),
-}
 
 #: XIDs that mean broken hardware (NVIDIA's XID catalogue); others are usually an application's fault.
 FATAL_XIDS: dict[int, str] = {
@@ -108,10 +87,11 @@ FATAL_XIDS: dict[int, str] = {
 def floor_of(
     figure: str, gpu_name: str, pcie_gen_max: int | None = None, pcie_width_max: int | None = None
 ) -> float | None:
-    """The absolute floor of ``figure`` for a GPU the driver calls ``gpu_name``; None for a model not bundled."""
-    if figure not in FLOORS:
+    """The absolute floor of ``figure`` for a GPU the driver calls ``gpu_name`` (``HealthFigure.floor``); None for a
+    model not bundled."""
+    if figure not in HEALTH_FIGURES:
         return None
-    source, fraction = FLOORS[figure]
+    source, fraction = HEALTH_FIGURES[figure].floor
     if source == "pcie":
         peak = pcie_peak_gbps(pcie_gen_max, pcie_width_max)
         return peak * fraction if peak else None
@@ -248,7 +228,7 @@ class FigureJudgement:
         if worst is None:
             return None
         ref, by = worst
-        label, unit = HEALTH_FIGURES.get(self.figure, (self.figure, ""))
+        name, units = label(self.figure), unit(self.figure)
         how = (
             f"in {self.failing} of its last {self.window} measurements"
             if self.level is Level.slow
@@ -257,9 +237,9 @@ class FigureJudgement:
         note = f"; {self.note}" if self.note else ""
         if ref.name == "baseline":  # its value is in its description
             within = f"threshold {ref.margin:.0%}"
-            return f"{label} {self.value:,.0f} {unit} is {by:.0%} below the {ref.detail} ({within}), {how}{note}"
+            return f"{name} {self.value:,.0f} {units} is {by:.0%} below the {ref.detail} ({within}), {how}{note}"
         margin = "" if ref.name == "floor" else f" (threshold {self.threshold:.0%})"
-        return f"{label} {self.value:,.0f} {unit} is {by:.0%} below {ref.text} {ref.value:,.0f}{margin}, {how}{note}"
+        return f"{name} {self.value:,.0f} {units} is {by:.0%} below {ref.text} {ref.value:,.0f}{margin}, {how}{note}"
 
 
 def judge(
@@ -388,7 +368,7 @@ def figure_verdict(j: FigureJudgement) -> FigureVerdict:
         figure=j.figure,
         level=j.level,
         value=j.value,
-        unit=HEALTH_FIGURES.get(j.figure, (j.figure, "?"))[1],
+        unit=unit(j.figure) or "?",
         peers=refs["peers"].value if "peers" in refs else None,
         peer_count=refs["peers"].count if "peers" in refs else 0,
         history=refs["history"].value if "history" in refs else None,
@@ -402,42 +382,3 @@ def figure_verdict(j: FigureJudgement) -> FigureVerdict:
         reason=j.reason,
         note=j.note,
     )
-
-
-#: Flags that keep a result out of every figure (the collector's ``figures.TRUSTED`` is built from them): a
-#: measurement error, wrong numerics, a window the host starved (a busy host's figure, not the device's).
-UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result", "starved"})
-
-
-def health_figure(result: object) -> str | None:
-    """Which health figure a result measures, if any (the same choice as the collector's figure definitions)."""
-    benchmark = getattr(result, "benchmark", None)
-    params = getattr(result, "params", None)
-    if benchmark == "matmul" and getattr(params, "dtype", None) == "bf16":
-        return "matmul_bf16"
-    if benchmark == "bandwidth":
-        return "memory"
-    if benchmark == "transfer" and getattr(params, "direction", None) == "h2d" and getattr(params, "pinned", False):
-        return "h2d"
-    if (benchmark == "layer" and getattr(params, "block", None) == "bert_layer"
-            and getattr(params, "mode", None) == "fwd+bwd" and getattr(params, "dtype", None) == "fp16"
-            and getattr(params, "attn_implementation", None) in (None, "sdpa")):  # fmt: skip
-        return "bert_fwdbwd"
-    return None
-
-
-def figure_values(results: Sequence[object]) -> dict[tuple[int | None, str], float]:
-    """(GPU index, health figure) -> the best trusted value of a run's results: TFLOPS or GB/s."""
-    best: dict[tuple[int | None, str], float] = {}
-    for r in results:
-        figure = health_figure(r)
-        metrics = getattr(r, "metrics", None)
-        if figure is None or metrics is None or getattr(r, "status", None) != "ok":
-            continue
-        if UNTRUSTED_FLAGS & set(getattr(r, "flags", ())):
-            continue
-        value = getattr(metrics, "tflops" if HEALTH_FIGURES[figure][1] == "TFLOPS" else "gbps", None)
-        if isinstance(value, float):
-            key = (getattr(r, "gpu_index", None), figure)
-            best[key] = max(best.get(key, 0.0), value)
-    return best

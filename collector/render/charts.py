@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from schemas.health_figures import label
+
 from ..compare import PEAK_CATEGORIES, Comparison
 from ..views import Charts
 from .numbers import size
@@ -48,7 +50,7 @@ def chart_sections(data: Charts) -> list[Section]:
         ]),
         "price": lambda: ("Price / performance", [_price_chart(cmp)]),
         "spread": lambda: ("Same model, different machines", [
-            strip_chart("BF16 matmul TFLOPS of each GPU (latest run)", data.spread, x_label="TFLOPS",
+            strip_chart(f"{label('matmul_bf16')} TFLOPS of each GPU (latest run)", data.spread, x_label="TFLOPS",
                         colours=colours)
         ]),
     }  # fmt: skip

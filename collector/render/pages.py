@@ -8,6 +8,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from schemas.health_figures import HEALTH_FIGURES
+
 from .numbers import number
 
 
@@ -41,6 +43,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(num=_num, pct=_pct, signed_pct=_signed_pct, when=_when, number=number)
+    env.globals["health_figures"] = HEALTH_FIGURES  # the health table's columns, labelled as everywhere else
     return env
 
 

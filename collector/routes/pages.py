@@ -17,6 +17,7 @@ from .. import health, views
 from ..auth import Reader
 from ..compare import Comparison
 from ..errors import BadRequest, CollectorError
+from ..figures import BY_KEY
 from ..queries import EXAMPLES
 from ..render.charts import chart_sections
 from ..render.csvsafe import write_csv
@@ -41,7 +42,7 @@ class NameConvertor(Convertor[str]):
 register_url_convertor("name", NameConvertor())
 router = APIRouter(tags=["pages"], include_in_schema=False)
 CardsParam = Annotated[list[str] | None, Query()]
-KEY_COLUMNS = (("BF16 matmul", "matmul_bf16"), ("FP16 matmul", "matmul_fp16"), ("BERT fwd+bwd", "bert_fwdbwd"),
+KEY_COLUMNS = (*((BY_KEY[k].label, k) for k in ("matmul_bf16", "matmul_fp16", "bert_fwdbwd")),
                ("memory copy GB/s", "bw_copy"), ("training tokens/s", "train_gpt2_tokens"))  # fmt: skip
 
 

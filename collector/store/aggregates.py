@@ -10,7 +10,7 @@ with the rows they may replace (only those keys), so its cost follows the runs s
 
 from __future__ import annotations
 
-from schemas.verdicts import HEALTH_FIGURES
+from schemas.health_figures import HEALTH_FIGURES
 
 from ..figures import TRUSTED
 from ..sqlviews import devices_sql

@@ -142,10 +142,11 @@ class Reads:
     # -- health and history ------------------------------------------------------------------------------------
 
     def health_devices(self, model: str | None = None) -> list[dict[str, Any]]:
-        """Each agent-measured GPU's latest run and state (of one model, or all)."""
+        """Each agent-measured GPU's latest run and state, with that run's transformers and suite (of one model, or
+        all)."""
         where = " AND d.gpu_model = ?" if model else ""
         return self._dicts(
-            "SELECT d.*, r.transformers FROM device_latest d JOIN runs r USING (run_id) "
+            "SELECT d.*, r.transformers, r.suite FROM device_latest d JOIN runs r USING (run_id) "
             f"WHERE d.gpu_name IS NOT NULL AND d.source = 'agent'{where}",
             [model] if model else [],
         )

@@ -15,7 +15,7 @@ from agent.benchmarks.bert_torch import TorchBertLayerBenchmark, torch_bert_laye
 from agent.benchmarks.layers import LayerGrid
 from agent.errors import Unsupported
 from agent.suites import HEALTH
-from schemas.verdicts import health_figure
+from schemas.health_figures import health_figure
 from tests.conftest import ROOT
 
 SHAPE = models.SHAPES["bert-tiny"]

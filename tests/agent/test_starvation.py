@@ -30,7 +30,7 @@ from agent.starvation import (
 )
 from agent.timing import Idle
 from schemas import TimingStats
-from schemas.verdicts import UNTRUSTED_FLAGS, figure_values
+from schemas.health_figures import UNTRUSTED_FLAGS, figure_values
 from tests.conftest import agent_cli
 
 CORES = os.cpu_count() or 1

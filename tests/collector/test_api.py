@@ -86,7 +86,7 @@ def test_report_pages(collector: Collector) -> None:
     page = httpx.get(f"{collector.url}/report")
     assert page.status_code == 200 and "<svg" in page.text and "650.0" in page.text
     md = httpx.get(f"{collector.url}/report.md")
-    assert md.headers["content-type"].startswith("text/markdown") and "| Matmul BF16 (TFLOPS) | 650.0 |" in md.text
+    assert md.headers["content-type"].startswith("text/markdown") and "| BF16 matmul (TFLOPS) | 650.0 |" in md.text
 
 
 def test_a_run_is_in_pages_and_sql_as_soon_as_it_is_acknowledged(collector: Collector) -> None:
@@ -100,5 +100,5 @@ def test_a_run_is_in_pages_and_sql_as_soon_as_it_is_acknowledged(collector: Coll
             answer = client.post(f"{collector.url}/api/v1/sql", json={"sql": sql})
             assert answer.json()["rows"] == [["matmul_fp16", 600.0 + i]]
             cards = client.get(f"{collector.url}/cards.csv").text  # the device's latest figure, this run's
-            assert f"Matmul FP16 (TFLOPS),{600 + i:.1f}" in cards
+            assert f"FP16 matmul (TFLOPS),{600 + i:.1f}" in cards
             assert f"devices / runs,1/{i + 1}" in cards

@@ -15,7 +15,7 @@ from collector.figures import EXTRA, FIGURES, MATCHED
 from collector.sqlviews import VIEWS
 from collector.store import SUMMARY_TABLES, Store
 from schemas import RunSubmission
-from schemas.verdicts import UNTRUSTED_FLAGS
+from schemas.health_figures import UNTRUSTED_FLAGS
 from tests.collector.conftest import held_open, query
 from tests.factories import T0, bandwidth, layer, make_run, matmul
 

@@ -303,21 +303,3 @@ def test_a_figure_with_heavy_tailed_dips_has_its_own_minimum_and_two_dips_are_no
         v = _verdicts(store)["t"]
         assert v.figures["h2d"].threshold == 0.10 and v.level is Level.ok
     assert threshold_from_spread([[55.0, 55.1, 54.9, 55.0]], minimum=0.10) == 0.10
-
-
-def test_the_agents_health_figures_are_the_collectors(tmp_path: Path, quick_run_file: Path) -> None:
-    # check judges a run on its own (schemas.verdicts.figure_values); the collector computes the same figures in SQL
-    # from its definitions: both must pick the same results and the same best value.
-    from schemas import RunSubmission
-    from schemas.verdicts import HEALTH_FIGURES, figure_values
-
-    run = RunSubmission.model_validate_json(quick_run_file.read_text())
-    ours = {k: v for k, v in figure_values(run.results).items() if k[1] in HEALTH_FIGURES}
-    with Store(tmp_path / "f.duckdb") as store:
-        store.add_run(run)
-        store.settle()
-        rows = store.sql(
-            f"SELECT gpu_index, figure, value FROM figures WHERE run_id = '{run.run_id}' "
-            "AND figure IN ('matmul_bf16', 'memory', 'h2d', 'bert_fwdbwd')"
-        ).rows
-    assert ours and {(g, f): pytest.approx(v) for g, f, v in rows} == ours

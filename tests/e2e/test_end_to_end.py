@@ -25,10 +25,10 @@ def test_agent_posts_a_quick_cpu_run_that_the_report_and_sql_show(tmp_path: Path
     made = collector_cli("report", "--db", str(db), "--format", "html", "--output", str(report))
     assert made.returncode == 0, made.stderr
     html = report.read_text()
-    assert "CPU: " in html and "Matmul FP32" in html and "<svg" in html
+    assert "CPU: " in html and "FP32 matmul" in html and "<svg" in html
 
     md = collector_cli("report", "--db", str(db), "--format", "md")
-    assert md.returncode == 0 and "| Matmul FP32 (TFLOPS) |" in md.stdout
+    assert md.returncode == 0 and "| FP32 matmul (TFLOPS) |" in md.stdout
 
     query = "SELECT name, status, count(*) AS n FROM result_facts GROUP BY ALL ORDER BY name, status"
     q = collector_cli("sql", "--db", str(db), "--format", "json", query)

@@ -1,0 +1,136 @@
+"""One source of truth for health: the figure table's SQL (the collector's definitions) and Python (the agent's
+``figure_values``) pick the same values from real runs, and the agent judging a machine alone says what the collector
+says of the same runs (``schemas.judgement.judge_gpu`` fed by both). Real runs from the H200, a real DuckDB file."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from agent.check import judge_locally
+from agent.suites import HEALTH
+from collector.figures import BY_KEY, MATCHED
+from collector.health import wire
+from collector.store import Store
+from collector.views import fleet_health
+from schemas import RunSubmission
+from schemas.baselines import BaselineIndex, bundled
+from schemas.health_figures import HEALTH_FIGURES, figure_values, health_figure
+from schemas.verdicts import GpuVerdict, Level
+from tests.conftest import ROOT
+from tests.factories import T0, bandwidth, gpu, layer, make_run, matmul, transfer
+
+RESULTS = ROOT / "docs" / "results"
+
+
+def _real_runs() -> list[RunSubmission]:
+    """Every run file measured on the H200s (docs/results/h200*), leaving out the other tables kept beside them."""
+    runs = []
+    for path in sorted(RESULTS.glob("h200*/**/*.json")):
+        try:
+            runs.append(RunSubmission.model_validate_json(path.read_text()))
+        except ValidationError:
+            continue  # a summary table, not a run
+    return runs
+
+
+def test_the_sql_and_the_python_of_each_health_figure_pick_the_same_values_from_real_runs(tmp_path: Path) -> None:
+    runs = {run.run_id: run for run in _real_runs()}.values()
+    python = {(str(run.run_id), *key): value for run in runs for key, value in figure_values(run.results).items()}
+    with Store(tmp_path / "f.duckdb") as store:
+        for run in runs:
+            store.add_run(run)
+        store.settle()
+        keys = ", ".join(f"'{k}'" for k in HEALTH_FIGURES)
+        rows = store.sql(f"SELECT run_id, gpu_index, figure, value FROM figures WHERE figure IN ({keys})",
+                         max_rows=10_000).rows  # fmt: skip
+    sql = {(str(r), g, f): v for r, g, f, v in rows}
+    assert sql.keys() == python.keys()
+    assert all(sql[k] == pytest.approx(python[k], rel=1e-12) for k in sql)
+    assert {f for _, _, f in sql} == set(HEALTH_FIGURES)  # every figure was read from something
+    starved = [r for run in runs for r in run.results if "starved" in r.flags]
+    assert any(health_figure(r) for r in starved)  # a busy host's BERT layer (busy-host/loaded.json): left out by both
+
+
+def test_each_health_figure_is_defined_once_and_measured_by_the_health_profile() -> None:
+    for key, figure in HEALTH_FIGURES.items():
+        assert set(figure.match) <= set(MATCHED)
+        assert BY_KEY[key].label == figure.label and BY_KEY[key].unit == figure.unit  # generated, not copied
+        assert figure.measured_by in HEALTH.grids  # what check runs again to confirm it
+
+
+def test_the_health_page_of_the_docs_lists_the_figures_as_the_table_defines_them() -> None:
+    lines = (ROOT / "docs" / "health.md").read_text().splitlines()
+    start = lines.index("| figure | label | what measures it | unit |") + 2
+    rows = lines[start : next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [(c[0], c[1], c[-1]) for c in cells] == [(f"`{f.key}`", f.label, f.unit) for f in HEALTH_FIGURES.values()]
+
+
+H200 = "NVIDIA H200"
+HOST = "n1"
+#: Near the bundled H200 baseline of the health profile, so that every reference is in play.
+HEALTHY = {"matmul_bf16": 690.0, "memory": 4250.0, "h2d": 55.0, "bert_fwdbwd": 466.0}
+
+
+def _machine(values: dict[int, dict[str, float]], hour: int, **fields: dict[str, Any]) -> RunSubmission:
+    """One health run of an 8-GPU-style H200 machine: each GPU in ``values`` with its figures."""
+    results = []
+    for index, figures in values.items():
+        v = {**HEALTHY, **figures}
+        made = [matmul(8192, "bf16", v["matmul_bf16"]), bandwidth(1 << 28, v["memory"]), transfer("h2d", v["h2d"]),
+                layer("bert_layer", "fwd+bwd", 64, 512, v["bert_fwdbwd"])]  # fmt: skip
+        results += [{**r, "gpu_index": index} for r in made]
+    gpus = [gpu(H200, index=i, memory_gib=140, host=HOST, **fields.get(str(i), {})) for i in values]
+    return make_run(results, gpus=gpus, hostname=HOST, suite="health", started=T0 + timedelta(hours=hour),
+                    run_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{HOST}-{hour}")))  # fmt: skip
+
+
+def _both(tmp_path: Path, runs: list[RunSubmission]) -> tuple[list[GpuVerdict], dict[str | None, GpuVerdict]]:
+    """The agent's verdicts of ``runs`` (newest first) with the bundled baselines, and the collector's of the same
+    runs stored, by UUID."""
+    agent = judge_locally(runs, BaselineIndex((b, "bundled") for b in bundled()))
+    with Store(tmp_path / "f.duckdb") as store:
+        for run in reversed(runs):
+            store.add_run(run)
+        store.settle()
+        collector = {v.device: wire(v) for v in fleet_health(store.reads())}
+    return agent, collector
+
+
+def _same(agent: GpuVerdict, collector: GpuVerdict) -> None:
+    """Equal but for who judged, and the likely causes the collector adds after the judge's reasons."""
+    assert collector.reasons[: len(agent.reasons)] == agent.reasons
+    assert collector.model_copy(update={"judged_by": "agent", "reasons": agent.reasons}) == agent
+
+
+def test_the_agent_alone_and_the_collector_judge_a_machines_runs_alike(tmp_path: Path) -> None:
+    # Four GPUs: GPU 1 faulty (an uncorrectable ECC error), GPU 3 low in BF16 matmul, measured again (check's
+    # re-measurement, only that GPU and figure's run) and still low: confirmed.
+    fault = {"1": {"counters_after": {"ecc_uncorrected_volatile": 1}}}
+    profile = _machine({0: {}, 1: {}, 2: {"memory": 4230.0}, 3: {"matmul_bf16": 560.0}}, 0, **fault)
+    again = _machine({3: {"matmul_bf16": 565.0}}, 1)
+    agent, collector = _both(tmp_path, [again, profile])
+    assert [v.level for v in agent] == [Level.ok, Level.faulty, Level.ok, Level.slow]
+    assert {ref for f in agent[0].figures for ref in ("peers", "baseline", "floor") if getattr(f, ref)} == {
+        "peers", "baseline", "floor"}  # fmt: skip
+    for v in agent:
+        _same(v, collector[v.uuid])
+
+
+def test_the_agent_alone_and_the_collector_judge_real_health_runs_alike(tmp_path: Path) -> None:
+    # Five health profiles of one H200 (docs/results/h200.md, "Baselines"): enough to take the threshold from the
+    # GPU's own spread on both sides.
+    runs = [r for r in _real_runs() if r.suite == "health"]
+    runs.sort(key=lambda r: r.started_at, reverse=True)
+    assert len(runs) >= 5 and len({g.uuid for r in runs for g in r.gpus}) == 1
+    agent, collector = _both(tmp_path, runs)
+    (v,) = agent
+    assert v.level is Level.ok and {f.figure for f in v.figures} == set(HEALTH_FIGURES)
+    assert all(f.window == 3 and f.baseline for f in v.figures)
+    _same(v, collector[v.uuid])
