@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from schemas import Gpu, Machine, Result, RunSubmission
-from schemas.labels import describe, headline, human_bytes
+from schemas.labels import HOSTNAME, describe, headline, human_bytes
 from schemas.terminal import LEVEL_STYLE, literal
 from schemas.verdicts import FigureVerdict, GpuVerdict, Level
 
@@ -47,7 +47,7 @@ def machine_table(machine: Machine) -> Table:
         table.add_column("CPU")
     sw, host = machine.software, machine.host
     rows: list[tuple[str, list[str]]] = [
-        ("host", [host.hostname] * max(1, len(gpus))),
+        (HOSTNAME, [host.hostname] * max(1, len(gpus))),
         ("cpu", [f"{host.cpu_model or '-'} ({host.cpu_count} threads)"] * max(1, len(gpus))),
         ("python / torch", [f"{sw.python} / {sw.torch or '-'}"] * max(1, len(gpus))),
         ("CUDA / cuDNN / NCCL", [f"{sw.cuda or '-'} / {sw.cudnn or '-'} / {sw.nccl or '-'}"] * max(1, len(gpus))),

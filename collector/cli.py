@@ -13,12 +13,14 @@ import typer
 from rich.text import Text
 
 from schemas.helpscreen import plain_help
+from schemas.labels import HOSTNAME
 from schemas.terminal import LEVEL_STYLE, literal
 
 from . import __version__
 from .baseline_cli import baseline_app
 from .cli_common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
 from .errors import CollectorError
+from .sqlviews import ABOUT, UNDER
 from .token_cli import token_app
 
 EXIT_FAILED = 1
@@ -158,7 +160,14 @@ def report(
         out.print(literal(f"report written to {output}"))
 
 
-@app.command()
+SQL_HELP = (
+    "Query the database read-only, with the limits of the HTTP API (FLOPFLEET_SQL_TIMEOUT_S, _MAX_ROWS, _MAX_BYTES)."
+    f"\n\nViews: {', '.join(ABOUT)}; the tables under them: {', '.join(UNDER)}. Their columns: the /sql page, or "
+    "\"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'matmul'\"."
+)
+
+
+@app.command(help=SQL_HELP)
 def sql(
     query: Annotated[str, typer.Argument(help='One SELECT statement, e.g. "SELECT * FROM cards".')],
     db: DbOpt = Path("flopfleet.duckdb"),
@@ -167,8 +176,6 @@ def sql(
         int | None, typer.Option(help="Stop after this many rows (default: the sql_max_rows setting, 10,000).")
     ] = None,
 ) -> None:
-    """Query the database read-only, with the limits of the HTTP API (FLOPFLEET_SQL_TIMEOUT_S, _MAX_ROWS,
-    _MAX_BYTES); views: cards, matmul, bandwidth, transfers, layers, training, mamf."""
     from .render.query import render_query
 
     settings = settings_for(db)
@@ -210,7 +217,7 @@ def health(
     if fmt is TableOrJson.json:
         sys.stdout.write("[" + ",\n".join(wire(v).model_dump_json() for v in verdicts) + "]\n")
         return
-    table = Table("GPU", "card", "host", "verdict", "why / likely cause", header_style="bold")
+    table = Table("GPU", "card", HOSTNAME, "verdict", "why / likely cause", header_style="bold")
     for v in verdicts:
         why = "; ".join([*v.reasons, *v.causes])
         style = LEVEL_STYLE[v.level.value]
@@ -361,5 +368,7 @@ def main() -> None:
     try:
         plain_help(app)()
     except CollectorError as exc:
-        err.print(Text.assemble(("error", "red"), ": ", literal(exc.message)), soft_wrap=True)  # one line, unwrapped
+        # Unwrapped; a message of several lines (DuckDB's hints and the caret under the query) keeps them.
+        shown = Text("\n").join(literal(line) for line in exc.message.split("\n"))
+        err.print(Text.assemble(("error", "red"), ": ", shown), soft_wrap=True)
         sys.exit(exc.exit_code)

@@ -20,14 +20,16 @@ from .figures import BY_KEY, FIGURES
 
 Fetched = tuple[Any, ...]  # one row as a named query returns it
 
-#: Datasheet rows: (label, unit, digits, GpuSpec attribute, reference metric).
+#: Datasheet rows: (label, unit, GpuSpec attribute, reference metric).
 DATASHEET = (
-    ("Theory TF32", "TFLOPS", 0, "tf32", "theory_tf32_tflops"),
-    ("Theory FP16", "TFLOPS", 0, "fp16", "theory_fp16_tflops"),
-    ("Theory FP8", "TFLOPS", 0, "fp8", None),
-    ("Memory (datasheet)", "GB", 0, "memory_gb", "memory_gb"),
-    ("Memory bandwidth (datasheet)", "GB/s", 0, "bandwidth_gbps", "bandwidth_gbps"),
+    ("Theory TF32", "TFLOPS", "tf32", "theory_tf32_tflops"),
+    ("Theory FP16", "TFLOPS", "fp16", "theory_fp16_tflops"),
+    ("Theory FP8", "TFLOPS", "fp8", None),
+    ("Memory (datasheet)", "GB", "memory_gb", "memory_gb"),
+    ("Memory bandwidth (datasheet)", "GB/s", "bandwidth_gbps", "bandwidth_gbps"),
 )
+#: The derived row of TFLOPS per $1,000 (the price chart's title and bar too).
+PER_KUSD = ("FP16 matmul per $1,000", "TFLOPS")
 PUBLISHED = " (published)"
 
 
@@ -60,7 +62,6 @@ class Card:
 class Row:
     label: str
     unit: str
-    digits: int
     cells: list[Cell | None]
     source: str = "measured"  # measured | datasheet | derived
     key: str = ""
@@ -169,16 +170,16 @@ def comparison(
         return Cell(v, v, v, 1) if v is not None else None
 
     rows: list[Row] = []
-    for label, unit, digits, attr, ref_key in DATASHEET:
+    for label, unit, attr, ref_key in DATASHEET:
         values = []
         for c in columns:
             v = published.get((c.label, ref_key)) if c.published and ref_key else None
             if v is None and c.spec is not None:
                 v = getattr(c.spec, attr)
             values.append(one(float(v)) if v is not None else None)
-        rows.append(Row(label, unit, digits, values, "datasheet", attr))
+        rows.append(Row(label, unit, values, "datasheet", attr))
     card_prices = [price_for(c, price_list, published) for c in columns]
-    rows.append(Row("Price", "USD", 0, [one(p) for p in card_prices], "datasheet", "price"))
+    rows.append(Row("Price", "USD", [one(p) for p in card_prices], "datasheet", "price"))
     for figure in FIGURES:
         values = []
         for c in columns:
@@ -186,13 +187,13 @@ def comparison(
                 values.append(one(published.get((c.label, figure.key))))
             else:
                 values.append(found.get((c.label, figure.key)))
-        rows.append(Row(figure.label, figure.unit, figure.digits, values, "measured", figure.key))
+        rows.append(Row(figure.label, figure.unit, values, "measured", figure.key))
     fp16 = next(r for r in rows if r.key == "matmul_fp16")
     per_dollar = [
         one(cell.median / usd * 1000) if cell is not None and usd else None
         for cell, usd in zip(fp16.cells, card_prices, strict=True)
     ]
-    rows.append(Row("FP16 matmul per $1,000", "TFLOPS", 2, per_dollar, "derived", "fp16_per_kusd"))
+    rows.append(Row(*PER_KUSD, per_dollar, "derived", "fp16_per_kusd"))
     notes = []
     if any(c.baseline for c in columns):
         notes.append("Columns marked baseline are a card's baseline (the median over the GPUs it stands on of each "
@@ -225,18 +226,12 @@ def matmul_series(rows: list[Fetched]) -> dict[str, list[Series]]:
     return {d: charts[d] for d in sorted(charts, key=lambda d: DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99)}
 
 
-#: Bars of the "% of datasheet" chart: label -> figure.
-PEAK_CATEGORIES = (
-    ("FP32", "matmul_fp32"),
-    ("TF32", "matmul_tf32"),
-    ("FP16", "matmul_fp16"),
-    ("BF16", "matmul_bf16"),
-    ("FP8", "matmul_fp8"),
-    (BY_KEY["memory"].label, "memory"),
-    (BY_KEY["bert_fwdbwd"].label, "bert_fwdbwd"),
-    ("Llama-3-8B decode b=1", "llama3_8b_decode_b1"),  # of the memory bandwidth
-    ("Llama-3-8B decode b=1, plain torch", "llama3_8b_decode_b1_torch"),
-)
+#: Bars of the "% of datasheet" chart: (the figure's label, figure); Llama decode as a fraction of the memory
+#: bandwidth.
+PEAK_CATEGORIES = tuple((BY_KEY[key].label, key) for key in (
+    "matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16", "matmul_fp8", "memory", "bert_fwdbwd",
+    "llama3_8b_decode_b1", "llama3_8b_decode_b1_torch",
+))  # fmt: skip
 
 
 def peak_fractions(rows: list[Fetched]) -> dict[str, dict[str, float]]:

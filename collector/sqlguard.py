@@ -7,7 +7,8 @@ tree (``json_serialize_sql``) is then walked for what a reader must not reach ev
 settings and file paths (``current_setting``, ``duckdb_settings()``, ``duckdb_databases``, ``pg_settings``…),
 maintenance (``checkpoint()``, log truncation) and SQL run from a string (``query()``). The server's database also
 has external access off and its configuration locked (``Store.harden``), so a SELECT cannot read files either, and
-errors reach the reader with server paths cut out.
+errors reach the reader whole, with DuckDB's hints (candidate bindings, "did you mean", the caret under the query's
+part it means) and server paths cut out.
 
 Rows are fetched in small batches and counted in bytes as they come, so a query of huge values stops at
 ``max_bytes`` instead of building its whole answer; DuckDB computes one vector (up to 2,048 rows) at a time, so
@@ -33,7 +34,7 @@ from typing import Any, Literal
 import duckdb
 
 from .errors import QueryFailed, QueryRefused
-from .redact import scrub
+from .redact import scrub_message
 
 ALLOWED = {"SELECT", "EXPLAIN"}
 MAX_SQL_CHARS = 20_000
@@ -182,7 +183,7 @@ def check_sql(con: duckdb.DuckDBPyConnection, sql: str) -> str:
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryFailed(f"the query does not parse: {_first_line(exc)}") from exc
+        raise QueryFailed(f"the query does not parse: {_message(exc)}") from exc
     if len(statements) != 1:
         raise QueryRefused(f"send exactly one statement; this has {len(statements)}")
     kind = statements[0].type.name
@@ -249,7 +250,7 @@ def run_query(
                     stop.rows = len(rows)
             except duckdb.Error as exc:
                 if not (stop.fired or isinstance(exc, duckdb.InterruptException)):
-                    raise QueryFailed(_first_line(exc)) from exc
+                    raise QueryFailed(_message(exc)) from exc
                 raise _stopped(stop, timeout_s) from exc
         if stop.fired:  # it ended without an error, but after the stop: its rows may be any part of the answer
             raise _stopped(stop, timeout_s)
@@ -267,7 +268,6 @@ def _stopped(stop: QueryStop, timeout_s: float | None) -> QueryTimeout:
     return QueryTimeout(f"the query {why}{fetched}")
 
 
-def _first_line(exc: BaseException) -> str:
-    """DuckDB's message, first line, with any server path cut out."""
-    lines = str(exc).strip().splitlines()
-    return scrub(lines[0]) if lines else type(exc).__name__
+def _message(exc: BaseException) -> str:
+    """DuckDB's whole message, its hints and caret kept, with any server path cut out."""
+    return scrub_message(str(exc)) or type(exc).__name__

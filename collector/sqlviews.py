@@ -150,3 +150,32 @@ VIEWS: dict[str, str] = {
         FROM baseline_figures f JOIN baselines b ON b.id = f.baseline_id WHERE f.kind = 'published'
     """,
 }
+
+#: What one row of each view SQL users query is, as the /sql page lists them beside their columns (README's table
+#: says the same); the archive's views (``store/archive``) too. A test keeps it equal to the views created.
+ABOUT: dict[str, str] = {
+    "cards": "card (GPU model + memory + power limit, or CPU): devices, runs, first and last run",
+    "devices": "GPU (or CPU) in a run, with its card, GPU model, hostname, software and state",
+    "result_facts": "result, with its run's and GPU's columns",
+    "matmul": "matmul result: card, hostname, dtype, shape, TFLOPS, fraction of the datasheet peak",
+    "mamf": "maximum achievable matmul (shape search) result: best TFLOPS and its shape",
+    "bandwidth": "device-memory result (scale a*1.2, copy, triad): GB/s, bytes counted",
+    "transfers": "host↔device transfer result: direction, pinned, bytes, GB/s, PCIe link",
+    "layers": "transformer layer result: model, block, dtype, mode, batch, seq_len, attention, TFLOPS",
+    "training": "training step: batch, world size, samples/s, tokens/s, TFLOPS, MFU, scaling efficiency",
+    "inference": "LLM prefill or decode result: tokens/s, TTFT, time per output token, GB/s, bandwidth_fraction, "
+    "copy_fraction",
+    "collectives": "collective result: op, backend, dtype, bytes, world size, nodes, algbw, busbw",
+    "coverage": "kind of data (raw, archived, figures and summaries): how many runs it covers, first and last",
+    "gpu_counters": "GPU in a run: each error counter before and after, what the run added (_during), XID events",
+    "reference": "published figure imported with import-reference: card, metric, value, unit, source",
+    "all_results": "result of every run, live or archived to Parquet (results' columns), each run once",
+    "all_gpu_samples": "GPU sample of every run, live or archived (gpu_samples' columns), each run once",
+}
+#: The raw tables under the views, as the /sql page lists them after the views.
+UNDER: dict[str, str] = {
+    "runs": "run as received: hostname, suite, device, software versions, the run's JSON (gzip) in payload",
+    "gpus": "GPU in a run: its facts, state and error counters before and after",
+    "results": "result: typed columns plus the full params and metrics JSON",
+    "gpu_samples": "NVML reading taken while a run measured (clocks, power, temperature, throttling)",
+}

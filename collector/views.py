@@ -1,6 +1,6 @@
-"""One function per view (home, cards, card, GPU, run, compare, health, machines, report): the named queries it
-reads (``store.reads``), the analysis over their rows, and the data every format renders (HTML, Markdown, CSV,
-JSON). Renderers take what these return and never see the database.
+"""One function per view (home, cards, card, GPU, run, compare, health, machines, report, SQL catalog): the named
+queries it reads (``store.reads``), the analysis over their rows, and the data every format renders (HTML,
+Markdown, CSV, JSON). Renderers take what these return and never see the database.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from schemas import RunSubmission
 from schemas.baselines import BaselineBundle, BaselineIndex, BaselineSource, baseline_threshold, seal
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
-from . import baselines, compare, health, machines, regressions
+from . import baselines, compare, health, machines, regressions, sqlviews
 from .compare import PEAK_CATEGORIES, Comparison, Series
 from .errors import NotFound
 from .figures import BY_KEY
@@ -140,6 +140,10 @@ def comparison(
     return compare.comparison(data, cards, prices, by_card)
 
 
+#: The figure each GPU of a card is shown by in the "same model, different machines" chart.
+SPREAD_FIGURE = "matmul_bf16"
+
+
 def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, machines_too: bool = False) -> Charts:
     """The data of the charts in ``only`` for the measured cards of ``cmp``."""
     cards = [c.label for c in cmp.cards if c.measured] or None
@@ -152,7 +156,7 @@ def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, mac
         bandwidth=compare.series(reads.points("bandwidth", cards)) if "bandwidth" in only else {},
         decode=compare.series(reads.points("decode", cards)) if "decode" in only else {},
         peak=compare.peak_fractions(reads.peak_fractions(peak_figures, cards)) if "peak" in only else {},
-        spread=compare.spread(reads.device_values("matmul_bf16", cards)) if "spread" in only else {},
+        spread=compare.spread(reads.device_values(SPREAD_FIGURE, cards)) if "spread" in only else {},
         busbw=machines.busbw_series(reads.machine_points()) if machines_too else {},
     )
 
@@ -263,6 +267,22 @@ def gpu(reads: Reads, device: str) -> GpuView:
         raise NotFound(f"no GPU {device!r}")
     verdict = next((v for v in fleet_health(reads, history[0]["gpu_model"]) if v.device == device), None)
     return GpuView(device, history, verdict)
+
+
+@dataclass(frozen=True)
+class Queryable:
+    """A view (or a table under the views) as the SQL page lists it: what a row is, and its columns."""
+
+    name: str
+    about: str
+    columns: list[tuple[str, str]]  # (name, DuckDB type)
+
+
+def sql_catalog(reads: Reads) -> list[Queryable]:
+    """Every view SQL users query, with its columns, then the raw tables under them."""
+    about = sqlviews.ABOUT | sqlviews.UNDER
+    columns = reads.columns(list(about))
+    return [Queryable(name, text, columns[name]) for name, text in about.items()]
 
 
 def run(payload: str) -> RunSubmission:

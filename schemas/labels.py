@@ -1,7 +1,9 @@
-"""Short human labels for results, shared by the agent's terminal tables and the collector's pages."""
+"""Short human labels for results and the words people read for a machine and its software, shared by the agent's
+terminal tables and the collector's pages, report, CSV and SQL views."""
 
 from __future__ import annotations
 
+from .environment import Software
 from .results import (
     BandwidthParams,
     CollectiveParams,
@@ -14,6 +16,29 @@ from .results import (
     TrainingParams,
     TransferParams,
 )
+
+#: A machine's name, as every page, report, CSV, terminal table and SQL view calls it (the wire contract's
+#: ``host.hostname``). Prometheus labels and ``/api/v1/verdicts?host=`` keep ``host``, which dashboards already use.
+HOSTNAME = "hostname"
+
+#: Each version of ``Software`` as people write the package's name, in the order pages list them.
+SOFTWARE: dict[str, str] = {
+    "python": "Python", "torch": "torch", "cuda": "CUDA", "hip": "HIP", "cudnn": "cuDNN", "cublas": "cuBLAS",
+    "nccl": "NCCL", "transformers": "transformers", "driver": "driver", "agent": "agent",
+}  # fmt: skip
+
+
+def software_text(software: Software) -> str:
+    """The versions a run had, then what it had none of: ``Python 3.12.3, torch 2.11.0, agent 0.1.0; no CUDA,
+    cuDNN, NCCL or driver`` (HIP and cuBLAS, rarely reported, only when present)."""
+    present = [f"{label} {getattr(software, field)}" for field, label in SOFTWARE.items()
+               if getattr(software, field) is not None]  # fmt: skip
+    absent = [label for field, label in SOFTWARE.items()
+              if getattr(software, field) is None and field not in ("hip", "cublas")]  # fmt: skip
+    if not absent:
+        return ", ".join(present)
+    missing = absent[0] if len(absent) == 1 else f"{', '.join(absent[:-1])} or {absent[-1]}"
+    return f"{', '.join(present)}; no {missing}"
 
 
 def human_bytes(nbytes: float) -> str:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 
+from schemas.labels import HOSTNAME
 from schemas.terminal import printable
 
 from ..compare import Comparison
 from ..health import Verdict
 from ..machines import MultiGpuMachine
 from ..regressions import Change
+from .numbers import number
 from .tables import label, spread, value
 
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n]")
@@ -42,8 +44,8 @@ def comparison_markdown(cmp: Comparison) -> list[str]:
     for row in cmp.rows:
         cells = []
         for cell in row.cells:
-            text = value(cell, row.digits)
-            extra = spread(cell, row.digits)
+            text = value(cell)
+            extra = spread(cell)
             cells.append(f"{text} ({extra})" if extra else text)
         lines.append(_row(label(row), *cells))
     return lines + [""] + [f"_{md_text(note)}_" for note in cmp.notes]
@@ -84,7 +86,7 @@ def report_markdown(
             "",
             "## Fleet health",
             "",
-            "| GPU | card | host | verdict | why / likely cause |",
+            f"| GPU | card | {HOSTNAME} | verdict | why / likely cause |",
             "|---|---|---|---|---|",
         ]
         lines += [_row(v.device, v.card, v.hostname, v.text, "; ".join([*v.reasons, *v.causes])) for v in verdicts]
@@ -102,14 +104,13 @@ def report_markdown(
 
 def machines_markdown(machines: list[MultiGpuMachine]) -> list[str]:
     lines = [
-        "| host | card | GPUs | links | all-reduce busbw (GB/s, ≥ 1 GiB) | DDP GPT-2-medium tokens/s | "
+        f"| {HOSTNAME} | card | GPUs | links | all-reduce busbw (GB/s, ≥ 1 GiB) | DDP GPT-2-medium tokens/s | "
         "scaling efficiency |",
         "|---|---|---:|---|---:|---:|---:|",
     ]
     for m in machines:
         gpus = f"{m.gpus} ({m.nodes} nodes)" if m.nodes > 1 else str(m.gpus)
-        busbw = f"{m.allreduce_busbw_gbps:,.1f}" if m.allreduce_busbw_gbps is not None else ""
-        tokens = f"{m.ddp_tokens_per_s:,.0f}" if m.ddp_tokens_per_s is not None else ""
+        busbw, tokens = number(m.allreduce_busbw_gbps), number(m.ddp_tokens_per_s)
         eff = f"{m.scaling_efficiency:.1%}" if m.scaling_efficiency is not None else ""
         lines.append(_row(m.hostname, m.card, gpus, m.links, busbw, tokens, eff))
     return lines

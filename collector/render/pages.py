@@ -8,13 +8,10 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from schemas.labels import HOSTNAME, SOFTWARE, software_text
 from schemas.health_figures import HEALTH_FIGURES
 
-from .numbers import number
-
-
-def _num(value: float | None, digits: int = 1) -> str:
-    return "" if value is None else f"{value:,.{digits}f}"
+from .numbers import number, percent
 
 
 def _when(value: datetime | str | None) -> str:
@@ -26,8 +23,9 @@ def _when(value: datetime | str | None) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _pct(value: float | None) -> str:
-    return "" if value is None else f"{value:.0%}"
+def _version(value: str | None) -> str:
+    """A software version, or ``none`` where the run had none (a CPU run's CUDA), never ``None``."""
+    return "none" if value is None else value
 
 
 def _signed_pct(value: float | None) -> str:
@@ -42,8 +40,10 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=_num, pct=_pct, signed_pct=_signed_pct, when=_when, number=number)
-    env.globals["health_figures"] = HEALTH_FIGURES  # the health table's columns, labelled as everywhere else
+    env.filters.update(pct=percent, signed_pct=_signed_pct, when=_when, number=number, version=_version,
+                       software=software_text)  # fmt: skip
+    # The words a column is headed with, defined once (schemas.labels, schemas.verdicts).
+    env.globals.update(HOSTNAME=HOSTNAME, SOFTWARE=SOFTWARE, HEALTH_FIGURES=HEALTH_FIGURES)
     return env
 
 

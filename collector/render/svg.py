@@ -12,7 +12,8 @@ from collections.abc import Callable
 from html import escape
 
 from ..compare import Series
-from .numbers import number
+from .numbers import axis, number
+from .numbers import percent as as_percent
 
 #: Okabe-Ito: distinguishable for the common forms of colour blindness.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
@@ -48,36 +49,25 @@ def _legend(entries: list[tuple[str, str]]) -> tuple[list[str], float]:
     return out, y
 
 
-def _nice_step(span: float, ticks: int = 5) -> float:
-    raw = span / ticks
-    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
-    for mult in (1, 2, 2.5, 5, 10):
-        if raw <= mult * magnitude:
-            return mult * magnitude
-    return 10 * magnitude
-
-
 def _fmt(value: float) -> str:
     return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
 
 
-def _frame(title: str, y1: float, step: float, *, percent: bool = False, height: float = H) -> list[str]:
-    """The opening of a chart with a y axis from 0 to ``y1``: the svg element (``height`` tall, for labels below
-    or beside the plot that need more than ``H``), the title and the grid lines."""
+def _frame(title: str, ticks: list[tuple[float, str]], *, height: float = H) -> list[str]:
+    """The opening of a chart with a y axis from 0 to the last of ``ticks``: the svg element (``height`` tall, for
+    labels below or beside the plot that need more than ``H``), the title and the grid lines."""
     plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
     height = math.ceil(max(H, height))
+    y1 = ticks[-1][0]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {height}" width="{W}" height="{height}" '
         f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
         f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
     ]
-    y = 0.0
-    while y <= y1 + 1e-9:
+    for y, label in ticks:
         py = TOP + plot_h - y / y1 * plot_h
-        label = f"{y:.0%}" if percent else f"{y:g}"
         out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{py:.1f}" y2="{py:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{label}</text>')
-        y += step
+        out.append(f'<text x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{escape(label)}</text>')
     return out
 
 
@@ -95,8 +85,8 @@ def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, 
     x0, x1 = fx(xs[0]), fx(xs[-1])
     if x1 == x0:
         x0, x1 = x0 - 1, x1 + 1
-    step = _nice_step(max(y for _, y in points) or 1.0)
-    y1 = step * math.ceil(max(y for _, y in points) / step) or step
+    ticks = axis(0.0, max(y for _, y in points))
+    y1 = ticks[-1][0]
     plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
 
     def px(x: float) -> float:
@@ -107,7 +97,7 @@ def line_chart(title: str, series: list[Series], *, x_label: str, y_label: str, 
 
     entries = [(s.label, (colours or {}).get(s.label) or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
     legend, legend_end = _legend(entries)
-    out = _frame(title, y1, step, height=legend_end + 8)
+    out = _frame(title, ticks, height=legend_end + 8)
     for x in xs:
         out.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{escape(tick(x))}</text>')
     out.append(
@@ -137,9 +127,8 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
     present = [(g, b, v) for (g, b), v in values.items() if v is not None]
     if not present:
         return ""
-    top = max(v for _, _, v in present)
-    step = _nice_step(top or 1.0)
-    y1 = step * math.ceil(top / step) or step
+    ticks = axis(0.0, max(v for _, _, v in present), percent=percent)
+    y1 = ticks[-1][0]
     plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
     slot = plot_w / max(1, len(groups))
     width = slot * 0.8 / max(1, len(bars))
@@ -151,7 +140,7 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
     entries = [(bar, PALETTE[bi % len(PALETTE)]) for bi, bar in enumerate(bars)] if len(bars) > 1 else []
     legend, legend_end = _legend(entries)
     below = TOP + plot_h + 16 + LINE_H * (max(map(len, names)) - 1) + 12
-    out = _frame(title, y1, step, percent=percent, height=max(below, legend_end + 8))
+    out = _frame(title, ticks, height=max(below, legend_end + 8))
     for gi, group in enumerate(groups):
         x0 = LEFT + gi * slot + slot * 0.1
         for bi, bar in enumerate(bars):
@@ -159,7 +148,7 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
             if v is None:
                 continue
             x = x0 + bi * width
-            shown = f"{v:.0%}" if percent else number(v)
+            shown = as_percent(v) if percent else number(v)
             out.append(
                 f'<rect x="{x:.1f}" y="{py(v):.1f}" width="{width * 0.9:.1f}" height="{TOP + plot_h - py(v):.1f}" '
                 f'fill="{PALETTE[bi % len(PALETTE)]}"><title>{escape(group)}, {escape(bar)}: {shown}</title></rect>'
@@ -182,8 +171,9 @@ def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label
         return ""
     values = [v for points in rows.values() for _, v in points]
     lo, hi = min(values), max(values)
-    pad = (hi - lo) * 0.1 or max(hi * 0.05, 1.0)
-    lo, hi = max(0.0, lo - pad), hi + pad
+    pad = (hi - lo) * 0.1 or abs(hi) * 0.05 or 1.0
+    ticks = axis(max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad)
+    lo, hi = ticks[0][0], ticks[-1][0]
     left = 200
     names = {card: _lines(card, int((left - 24) / CHAR_W)) for card in rows}
     row_h = {card: max(28, LINE_H * len(lines) + 10) for card, lines in names.items()}
@@ -210,11 +200,10 @@ def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label
         for device, v in points:
             out.append(
                 f'<circle cx="{px(v):.1f}" cy="{y:.1f}" r="4" fill="{colour}" fill-opacity="0.7">'
-                f"<title>{escape(device)}: {v:,.1f}</title></circle>"
+                f"<title>{escape(device)}: {number(v)}</title></circle>"
             )
-    for j in range(6):
-        x = lo + (hi - lo) * j / 5
-        out.append(f'<text x="{px(x):.1f}" y="{base + 16}" text-anchor="middle">{x:,.0f}</text>')
+    for x, label in ticks:
+        out.append(f'<text x="{px(x):.1f}" y="{base + 16}" text-anchor="middle">{escape(label)}</text>')
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{base + 34}" text-anchor="middle">{escape(x_label)}</text>')
     out.append("</svg>")
     return "\n".join(out)

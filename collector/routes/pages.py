@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
 from schemas import GpuCounters, TimingStats
-from schemas.labels import describe, headline
+from schemas.labels import HOSTNAME, describe, headline
 
 from .. import health, views
 from ..auth import Reader
@@ -23,6 +23,7 @@ from ..render.charts import chart_sections
 from ..render.csvsafe import write_csv
 from ..render.numbers import number
 from ..render.pages import render
+from ..sqlviews import UNDER
 from .deps import SettingsDep, StoreDep
 
 
@@ -42,8 +43,11 @@ class NameConvertor(Convertor[str]):
 register_url_convertor("name", NameConvertor())
 router = APIRouter(tags=["pages"], include_in_schema=False)
 CardsParam = Annotated[list[str] | None, Query()]
-KEY_COLUMNS = (*((BY_KEY[k].label, k) for k in ("matmul_bf16", "matmul_fp16", "bert_fwdbwd")),
-               ("memory copy GB/s", "bw_copy"), ("training tokens/s", "train_gpt2_tokens"))  # fmt: skip
+#: The cards page's columns: (the figure's label and unit, as the comparison table's row says them; figure).
+KEY_COLUMNS = tuple(
+    (f"{BY_KEY[key].label} ({BY_KEY[key].unit})", key)
+    for key in ("matmul_bf16", "matmul_fp16", "bert_fwdbwd", "bw_copy", "train_gpt2_tokens")
+)
 
 
 def _page(template: str, **context: object) -> HTMLResponse:
@@ -153,7 +157,7 @@ def health_csv(_: Reader, store: StoreDep) -> Response:
         figures = [v.figures[k].value if k in v.figures else "" for k in keys]
         rows.append([v.device, v.card, v.hostname, v.run_id, v.verdict, v.slow_by or "", *figures,
                      "; ".join([*v.reasons, *v.causes])])  # fmt: skip
-    header = ["gpu", "card", "host", "run_id", "verdict", "slow_by", *keys, "reasons"]
+    header = ["gpu", "card", HOSTNAME, "run_id", "verdict", "slow_by", *keys, "reasons"]
     return _csv(header, rows, "health.csv")
 
 
@@ -167,8 +171,9 @@ async def sql_page(_: Reader, store: StoreDep, settings: SettingsDep, sql: str =
                                              max_bytes=settings.sql_max_bytes)  # fmt: skip
         except CollectorError as exc:
             error = exc.message
+    catalog = await run_in_threadpool(lambda: views.sql_catalog(store.reads()))
     return _page("sql.html", sql=sql or EXAMPLES[0][1], result=result, error=error, examples=EXAMPLES,
-                 max_rows=cap, timeout=f"{settings.sql_timeout_s:g}")  # fmt: skip
+                 max_rows=cap, timeout=f"{settings.sql_timeout_s:g}", catalog=catalog, raw=UNDER)  # fmt: skip
 
 
 FAVICON = (

@@ -101,6 +101,18 @@ class Reads:
             [limit, offset],
         )
 
+    def columns(self, names: list[str]) -> dict[str, list[tuple[str, str]]]:
+        """Each of these tables' or views' columns and their types, from the catalog, in the order given."""
+        rows = self._rows(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' "
+            "AND table_name IN (SELECT unnest(?::VARCHAR[])) ORDER BY column_index",
+            [names],
+        )
+        found: dict[str, list[tuple[str, str]]] = {name: [] for name in names}
+        for table, column, kind in rows:
+            found[table].append((column, kind))
+        return found
+
     # -- figures of each device (latest) -----------------------------------------------------------------------
 
     def cells(self, cards: list[str] | None = None) -> list[Row]:

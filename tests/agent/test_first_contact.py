@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import itertools
 import json
 import os
 import pty
@@ -94,6 +95,56 @@ def test_help_screens_show_no_type_names(cli: str) -> None:
     done = subprocess.run([sys.executable, "-m", cli, "--help"], capture_output=True, text=True, cwd=ROOT,
                           timeout=60)  # fmt: skip
     assert done.returncode == 0 and "Usage:" in done.stdout and "<" not in done.stdout, done.stdout  # main's own
+
+
+#: click's help width at 80 columns: two short of the terminal's.
+HELP_WIDTH = 78
+
+
+def _continues(above: str, line: str, listing: bool) -> bool:
+    """Whether ``line`` carries on the text of ``above`` (a paragraph's next line, or an option's or command's help
+    wrapped under its column) rather than starting a row or a paragraph of its own."""
+    at = len(line) - len(line.lstrip())
+    if not line.strip() or not above.strip() or at == 0:
+        return False
+    if at == len(above) - len(above.lstrip()):
+        return not listing  # in a list of options or commands, the same indent starts the next row
+    return len(above) > at and above[at - 2 : at] == "  " and above[at] != " "
+
+
+def _filled(text: str) -> list[tuple[str, str]]:
+    """Pairs of lines where the first ends before its width while the next line's first word would have fitted:
+    a paragraph broken in the middle of a sentence."""
+    broken, listing = [], False
+    lines = text.splitlines()
+    for above, line in itertools.pairwise(lines):
+        listing = listing or (above.endswith(":") and not above.startswith(" "))  # Options:, Commands:, Arguments:
+        if _continues(above, line, listing) and len(above) + 1 + len(line.split()[0]) <= HELP_WIDTH:
+            broken.append((above, line))
+    return broken
+
+
+@pytest.mark.parametrize("cli", ["agent", "collector"])
+def test_help_screens_read_well_at_80_columns(cli: str) -> None:
+    """Every command's help as the real CLI shows it on an 80-column terminal: every line fits, nothing is cut
+    (``FLOPFLEET_COLLECTO…``) or split at a hyphen, every paragraph is filled (not broken where its source line
+    ended: "an error⏎counter"), and each option's, argument's and subcommand's help is there whole."""
+    command = plain_help(importlib.import_module(f"{cli}.cli").app)
+    for path in _paths(command):
+        done = subprocess.run([sys.executable, "-m", cli, *path, "--help"], capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "COLUMNS": "80"}, timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        shown = done.stdout
+        assert [line for line in shown.splitlines() if len(line) > 80] == [], (path, shown)
+        assert "…" not in shown and not re.search(r"[a-z]\.\.\.", shown), (path, shown)  # cut, by Rich or click
+        assert _filled(shown) == [], (path, shown)
+        flat = " ".join(shown.split())
+        sub = command
+        for name in path:
+            sub = sub.commands[name]
+        wanted = [p.help for p in sub.params if getattr(p, "help", None)]
+        wanted += [c.help.strip().split("\n\n")[0] for c in getattr(sub, "commands", {}).values() if c.help]
+        assert [w for w in wanted if " ".join(w.split()) not in flat] == [], (path, shown)
 
 
 def _run(collector_url: str, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:

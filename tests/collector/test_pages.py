@@ -64,7 +64,7 @@ def test_compare_takes_two_to_four_cards_from_the_url(site: Collector) -> None:
 def test_health_page_and_csv(site: Collector) -> None:
     assert "power limit 500 W, below the default 700 W" in _get(site, "/health").text
     rows = _get(site, "/health.csv").text.splitlines()
-    assert rows[0].startswith("gpu,card,host,run_id,verdict,slow_by")
+    assert rows[0].startswith("gpu,card,hostname,run_id,verdict,slow_by")  # the pages' and SQL's word
     assert ",h8," in rows[1] and ",faulty," in rows[1] and "(pcie_gen)" in rows[1]
     assert ",suspect," in rows[2] and "in its latest measurement only" in rows[2]
 
