@@ -8,8 +8,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from schemas.labels import HOSTNAME, SOFTWARE, software_text
 from schemas.health_figures import HEALTH_FIGURES
+from schemas.labels import HOSTNAME, SOFTWARE, software_text
 
 from .numbers import number, percent
 
