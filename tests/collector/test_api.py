@@ -84,9 +84,9 @@ def test_health_docs_and_openapi(collector: Collector) -> None:
 def test_report_pages(collector: Collector) -> None:
     _post(collector, run_dict([matmul(4096, "bf16", 650.0)]))
     page = httpx.get(f"{collector.url}/report")
-    assert page.status_code == 200 and "<svg" in page.text and "650.0" in page.text
+    assert page.status_code == 200 and "<svg" in page.text and ">650<" in page.text
     md = httpx.get(f"{collector.url}/report.md")
-    assert md.headers["content-type"].startswith("text/markdown") and "| BF16 matmul (TFLOPS) | 650.0 |" in md.text
+    assert md.headers["content-type"].startswith("text/markdown") and "| BF16 matmul (TFLOPS) | 650 |" in md.text
 
 
 def test_a_run_is_in_pages_and_sql_as_soon_as_it_is_acknowledged(collector: Collector) -> None:

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from collector.compare import Series
+from collector.figures import BY_KEY
 from collector.render.svg import line_chart, strip_chart
 from collector.sqlviews import ABOUT, UNDER
 from schemas.labels import HOSTNAME
@@ -26,6 +27,7 @@ from tests.servers import Collector, serve_collector
 
 CPU_HOSTS = {"c0": 0.004, "c1": 0.0045, "c2": 0.005}  # a CPU's BF16 matmul, TFLOPS
 CPU_SOFTWARE = {"python": "3.12.3", "agent": "0.1.0", "torch": "2.11.0"}
+BF16 = BY_KEY["matmul_bf16"].label  # the words come from the one table, not from this test
 
 
 def _cpu_runs() -> list[dict[str, Any]]:
@@ -172,8 +174,8 @@ def test_the_sql_page_lists_every_view_with_its_columns(site: Collector) -> None
 
 def test_a_cpus_thousandths_of_a_tflops_keep_their_significant_figures(cpu_site: Collector) -> None:
     report = _get(cpu_site, "/report.md").text
-    assert "| Matmul BF16 (TFLOPS) | 0.00450 (0.00400–0.00500, n=3) |" in report, report
-    assert "| Matmul FP32 (TFLOPS) | 0.00900 (0.00800–0.0100, n=3) |" in report
+    assert f"| {BF16} (TFLOPS) | 0.00450 (0.00400–0.00500, n=3) |" in report, report
+    assert f"| {BY_KEY['matmul_fp32'].label} (TFLOPS) | 0.00900 (0.00800–0.0100, n=3) |" in report
     assert not re.search(r"\| 0\.0 ", report)
     run_id = _get(cpu_site, "/").text.split('href="/runs/')[1].split('"')[0]
     assert re.search(r">0\.00[45]\d0 TFLOPS<", _get(cpu_site, f"/runs/{run_id}").text.split('id="results"')[1])
@@ -200,7 +202,7 @@ def test_chart_axes_have_distinct_readable_ticks_at_any_range(values: tuple[floa
 
 def test_the_cpu_reports_spread_chart_reads_its_ticks(cpu_site: Collector) -> None:
     page = _get(cpu_site, "/report").text
-    svg = page.split('aria-label="Matmul BF16 of each GPU (latest run)"')[1].split("</svg>")[0]
+    svg = page.split(f'aria-label="{BF16} of each GPU (latest run)"')[1].split("</svg>")[0]
     ticks = _axis_labels(svg, "middle")[:-1]  # the last is the axis' name
     assert ticks == ["0.00375", "0.00400", "0.00425", "0.00450", "0.00475", "0.00500", "0.00525"], ticks
 
@@ -210,7 +212,7 @@ def test_a_chart_of_a_figure_is_titled_as_its_table_row(site: Collector) -> None
     rows = {html.unescape(r) for r in re.findall(r"<tr class=\"measured\"><td>([^<]+) \(", page)}
     titles = [html.unescape(t) for t in re.findall(r'aria-label="([^"]+)"', page)]
     assert "Memory a*1.2" in rows and "Memory a*1.2" in titles and "memory scale" not in titles
-    assert {"Matmul FP16", "Matmul BF16"} <= set(titles) & rows
+    assert {BY_KEY["matmul_fp16"].label, BF16} <= set(titles) & rows
     assert any(t.startswith("BERT layer fwd+bwd, seq ") for t in titles)
 
 
