@@ -135,7 +135,9 @@ def test_a_sql_error_keeps_duckdbs_hint_and_caret_with_paths_still_cut(site: Col
     answer = httpx.post(f"{site.url}/api/v1/sql", json={"sql": f"SELECT * FROM read_csv('{server_path}')"})
     message = answer.json()["error"]["message"]
     assert str(site.db.parent) not in message and "…/fleet.csv" in message
-    assert _caret(message).startswith("read_csv('…/fleet")  # moved with the cut line (DuckDB ends it at 60 characters)
+    # The caret moved with the cut line. DuckDB ends the echoed line at 60 characters, so how much of the (cut)
+    # path shows depends on where the test's folder is; the path is cut either way.
+    assert _caret(message).startswith("read_csv('…/")
 
     page = _get(site, "/sql", sql="SELECT host FROM runs").text
     shown = html.unescape(page.split('<pre class="error" id="sql-error">')[1].split("</pre>")[0])
