@@ -34,6 +34,7 @@ from .occupancy import check_when_busy
 from .priority import apply as lower_priority
 from .priority import check_priority
 from .settings import KEYS, Resolved
+from .starvation import decide_host
 from .stop import Stop, stopping_on_signals
 
 #: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
@@ -156,10 +157,15 @@ def _progress(*, disable: bool) -> Iterator[Callable[[object], None]]:
         yield on_event
 
 
-def _settle(settings: Resolved) -> None:
-    """Before measuring: the agent's priority (its measuring processes inherit it), then the random start delay."""
-    lower_priority(check_priority(settings["priority"]))
-    _start_delay(settings["jitter"])
+def _settle(config: RunConfig, jitter: float) -> None:
+    """Before measuring: the random start delay, whether the host lets the agent measure at its priority
+    (``starvation.decide_host``, before anything heavy is imported or started: at nice 19 on a busy host torch's
+    import alone would take minutes), then that priority (its measuring processes inherit it)."""
+    _start_delay(jitter)
+    host_busy = decide_host(config.priority, config.when_busy, config.busy_wait_s)
+    if host_busy:
+        raise HostBusy(host_busy)
+    lower_priority(config.priority)
 
 
 def _first_contact(upload: UploadConfig) -> None:
@@ -310,7 +316,7 @@ def run(
         priority=check_priority(settings["priority"]),
     )
     _first_contact(run_config.upload)
-    _settle(settings)
+    _settle(run_config, settings["jitter"])
     with stopping_on_signals(Stop()) as stop:  # a signal stops the measuring; the run is still written and posted
         with _progress(disable=quiet) as on_event:
             submission = execute(run_config, on_event, stop)
@@ -426,7 +432,7 @@ def check(
         )
         if not from_collector:
             _first_contact(check_config.run.upload)
-        _settle(settings)
+        _settle(check_config.run, settings["jitter"])
 
         def machine_gpus() -> tuple[Gpu, ...]:
             from .machine import describe_machine

@@ -19,12 +19,10 @@ from .cases import failed_result
 from .config import RunConfig
 from .counters import XidWatch
 from .devices import device
-from .errors import HostBusy
 from .launchers import launchers_for
 from .monitor import Monitor, RunState
 from .nvml import Nvml, open_nvml
 from .runner import ProgressFn, run_cases
-from .starvation import decide_host, yielding
 from .stop import Stop
 from .suites import suite
 from .target import Target, find_targets
@@ -44,9 +42,6 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
     launchers = launchers_for(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
                               parallel=config.parallel)  # fmt: skip
     device_benchmarks = [b for b in benchmarks if isinstance(b, Benchmark)]
-    host_busy = decide_host(yielding(config.priority), config.when_busy, config.busy_wait_s)  # before any child starts
-    if host_busy:  # at low priority, torch's import alone would take minutes: nothing is started, nothing measured
-        raise HostBusy(host_busy)
     if device_benchmarks and not config.parallel:  # started before torch's import here, to overlap with it
         launchers.device.prepare(
             tuple(m for b in device_benchmarks for m in b.WARM), overlap=device(config.device).is_gpu

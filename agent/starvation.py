@@ -13,13 +13,19 @@ repeats enqueued back to back (which it does not while the host keeps ahead). Th
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
+import select
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from schemas import TimingStats
+
+from .priority import LOWEST_NICE
 
 #: A measurement whose threads waited this share of the time they were ready to run is starved: single-threaded
 #: CPU-bound work is then 1 / (1 - share) times slower than with a CPU to itself (1.67x at 0.4), and work split over
@@ -45,6 +51,9 @@ GIVE_UP_AFTER = 3
 #: to wait for a busy host looks again.
 HOST_CHECK_S = 0.1
 HOST_POLL_S = 10.0
+#: A loop run at a lower priority than the agent's (``check_host(nice=...)``) that has not reported in this long
+#: waited nearly all of it: the host is busy.
+HOST_CHECK_GIVE_UP_S = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +139,12 @@ class Remeasure:
 
 @dataclass(frozen=True)
 class HostCheck:
-    """What a short busy loop got of the CPU at the agent's priority: said before measuring, so that a run on a busy
+    """What a short busy loop got of the CPU at a priority (``nice``): said before measuring, so that a run on a busy
     host says so at once instead of only in its flags."""
 
     seconds: float
     waited: float | None  # share of the loop's time it waited for a CPU; None where the kernel does not say
+    nice: int = 0
 
     @property
     def busy(self) -> bool:
@@ -143,17 +153,51 @@ class HostCheck:
     def reason(self) -> str:
         return (
             f"the host is busy: the agent waited for a CPU {self.waited or 0.0:.0%} of a {self.seconds:g} s "
-            f"busy loop at nice {os.getpriority(os.PRIO_PROCESS, 0)}"
+            f"busy loop at nice {self.nice}"
         )
 
 
-def check_host(seconds: float = HOST_CHECK_S) -> HostCheck:
-    """Spin ``seconds`` of wall time on one thread and see what share of it was spent waiting for a CPU."""
+def check_host(
+    seconds: float = HOST_CHECK_S, *, nice: int | None = None, give_up_s: float = HOST_CHECK_GIVE_UP_S
+) -> HostCheck:
+    """Spin ``seconds`` of wall time on one thread and see what share of it was spent waiting for a CPU.
+
+    ``nice`` (lower than this process's priority): the loop runs in a forked child at that priority, and this
+    process keeps its own until it has decided, since at nice 19 on a busy host even saying why and exiting took
+    25 s (a 2-core machine, five busy processes). A child that has not reported within ``give_up_s`` is killed:
+    it waited nearly all of that time."""
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice is None or nice <= current:
+        return HostCheck(seconds, _spin(seconds), current)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child does as little as it can and leaves without Python's clean-up
+        try:
+            os.close(read)
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+            waited = _spin(seconds)
+            os.write(write, b"" if waited is None else repr(waited).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        if select.select([read], [], [], give_up_s)[0]:
+            said = os.read(read, 64)
+            return HostCheck(seconds, float(said) if said else None, nice)
+        return HostCheck(give_up_s, (give_up_s - seconds) / give_up_s, nice)  # its loop ended; it was not let run
+    finally:
+        os.close(read)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _spin(seconds: float) -> float | None:
     window = HostWindow()
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
-    return HostCheck(seconds=seconds, waited=window.share())
+    return window.share()
 
 
 def yielding(priority: str) -> bool:
@@ -163,11 +207,11 @@ def yielding(priority: str) -> bool:
 
 
 def decide_host(
-    yields: bool,
+    priority: str,
     when_busy: str,
     wait_s: float,
     *,
-    check: Callable[[], HostCheck] = check_host,
+    check: Callable[[], HostCheck] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
@@ -177,7 +221,11 @@ def decide_host(
     its fair share, and the windows that did not are flagged. Yielding (``yields``) it would get almost nothing (a
     quick run that takes 26 s had not ended after 900 s), so ``when_busy`` decides as it does for a busy GPU:
     ``skip`` (nothing is measured: the run ends at once, ``errors.HostBusy``), ``wait`` (look again every
-    ``HOST_POLL_S`` for up to ``wait_s``), ``measure``."""
+    ``HOST_POLL_S`` for up to ``wait_s``), ``measure``. The host is looked at the priority the run will measure at
+    (``check_host``: ``low`` in a child at nice 19, before this process lowers itself)."""
+    yields = yielding(priority)
+    if check is None:
+        check = functools.partial(check_host, nice=LOWEST_NICE if priority == "low" else None)
     seen = check()
     if not seen.busy:
         return None

@@ -97,17 +97,17 @@ def test_starved_windows_are_measured_again_until_a_run_of_them_says_the_host_is
 
 
 def test_a_busy_host_is_said_and_at_low_priority_skipped_waited_for_or_measured() -> None:
-    busy, quiet = HostCheck(0.1, 0.9), HostCheck(0.1, 0.01)
-    assert decide_host(False, "skip", 0, check=lambda: busy) is None  # measured, flagged where it starves
-    reason = decide_host(True, "skip", 0, check=lambda: busy)
+    busy, quiet = HostCheck(0.1, 0.9, 19), HostCheck(0.1, 0.01, 19)
+    assert decide_host("normal", "skip", 0, check=lambda: busy) is None  # measured, flagged where it starves
+    reason = decide_host("low", "skip", 0, check=lambda: busy)
     assert reason is not None and reason.startswith("the host is busy: the agent waited for a CPU 90%")
-    assert decide_host(True, "measure", 0, check=lambda: busy) is None
+    assert decide_host("low", "measure", 0, check=lambda: busy) is None
     seen = iter([busy, busy, quiet])
     now = [0.0]
-    waited = decide_host(True, "wait", 60, check=lambda: next(seen), clock=lambda: now[0],
+    waited = decide_host("low", "wait", 60, check=lambda: next(seen), clock=lambda: now[0],
                          sleep=lambda s: now.__setitem__(0, now[0] + s))  # fmt: skip
     assert waited is None and now[0] == 20.0  # looked again every 10 s until it was quiet
-    still = decide_host(True, "wait", 15, check=lambda: busy, clock=lambda: now[0],
+    still = decide_host("low", "wait", 15, check=lambda: busy, clock=lambda: now[0],
                         sleep=lambda s: now.__setitem__(0, now[0] + s))  # fmt: skip
     assert still is not None and "(still, after waiting 15 s" in still
 
@@ -120,9 +120,13 @@ def test_the_kernel_counts_what_a_nice_process_waits_beside_busy_ones() -> None:
     )  # imported before the load: only the loop is timed
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    before = os.getpriority(os.PRIO_PROCESS, 0)
     with busy_processes():
         waited = float(child.communicate("go\n", timeout=300)[0])
+        forked = check_host(nice=19)  # the loop in a child at nice 19; this process keeps its priority
     assert waited > HOST_WAIT_STARVED
+    assert forked.busy and forked.nice == 19 and "at nice 19" in forked.reason()
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
     assert check_host(0.05).seconds == 0.05
 
 
