@@ -1,4 +1,4 @@
-"""Example queries for SQL users (the /sql page and the README); the pages' own queries are ``store.reads``."""
+"""Example queries for SQL users (the /sql page, docs/reports-and-sql.md); pages' own queries are ``store.reads``."""
 
 from __future__ import annotations
 

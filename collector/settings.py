@@ -19,7 +19,7 @@ ENV_PREFIX = "FLOPFLEET_"
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting; each is also read from FLOPFLEET_<NAME>, and README's table lists them all (a test checks)."""
+    """Every setting; each is also read from FLOPFLEET_<NAME>, and docs/collector.md lists them all (a test checks)."""
 
     db: Path = Path("flopfleet.duckdb")
     # Create the database's folder when it is missing; otherwise a missing folder is refused (``dbfile``): a typo in

@@ -1,4 +1,4 @@
-"""The documented views SQL users query (README "Querying with SQL"); their columns are a stable interface."""
+"""The documented views SQL users query (docs/reports-and-sql.md); their columns are a stable interface."""
 
 from __future__ import annotations
 
@@ -151,8 +151,9 @@ VIEWS: dict[str, str] = {
     """,
 }
 
-#: What one row of each view SQL users query is, as the /sql page lists them beside their columns (README's table
-#: says the same); the archive's views (``store/archive``) too. A test keeps it equal to the views created.
+#: What one row of each view SQL users query is, as the /sql page lists them beside their columns (the table in
+#: docs/reports-and-sql.md says the same); the archive's views (``store/archive``) too. A test keeps it equal to the
+#: views created.
 ABOUT: dict[str, str] = {
     "cards": "card (GPU model + memory + power limit, or CPU): devices, runs, first and last run",
     "devices": "GPU (or CPU) in a run, with its card, GPU model, hostname, software and state",

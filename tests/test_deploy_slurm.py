@@ -300,7 +300,7 @@ def test_the_scrontab_entry_is_valid_spreads_clusters_and_matches_the_batch_scri
     assert set(options) ^ sbatch_options <= site_specific  # scrontab reads no #SBATCH line: the same options
     # The install line of the file's header: a random minute and hours 6 apart, different per cluster.
     (install,) = [line[1:].strip() for line in lines if "sed " in line and line.startswith("#")]
-    assert install in (ROOT / "README.md").read_text()
+    assert install in (ROOT / "deploy" / "README.md").read_text()
     installed = subprocess.run(["bash", "-c", install.replace("/tmp/flopfleet.scrontab", "/dev/stdout")],
                                capture_output=True, text=True, cwd=SLURM, timeout=30)  # fmt: skip
     minute, hours = next(ln for ln in installed.stdout.splitlines() if ln[:1].isdigit()).split()[:2]

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.now(timezone.utc)
 #: Each run has two results and three GPU samples, so a run seen twice (or half) shows in its count.
 RESULTS, SAMPLES = 2, 3
-#: What an outside reader runs over the published folder (README): the batch is the file's name.
+#: What an outside reader runs over the published folder (docs/operations.md): the batch is the file's name.
 PUBLISHED = """SELECT run_id::VARCHAR, regexp_extract(filename, '([^/]+)[.]parquet$', 1), count(*)
                FROM read_parquet('{folder}/{table}/*/*.parquet', hive_partitioning = true, filename = true)
                GROUP BY ALL"""

@@ -123,7 +123,7 @@ def test_a_command_that_needs_the_database_refuses_a_missing_file(tmp_path: Path
     assert _files(tmp_path) == []
 
 
-def test_the_readme_documents_the_exit_code_and_the_setting() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"| {MissingDatabase.exit_code} | no database there: the `--db` folder does not exist" in readme
-    assert "| `--create` | `FLOPFLEET_CREATE` |" in readme
+def test_the_collector_doc_documents_the_exit_code_and_the_setting() -> None:
+    doc = (ROOT / "docs" / "collector.md").read_text(encoding="utf-8")
+    assert f"| {MissingDatabase.exit_code} | no database there: the `--db` folder does not exist" in doc
+    assert "| `--create` | `FLOPFLEET_CREATE` |" in doc

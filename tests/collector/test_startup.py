@@ -131,9 +131,9 @@ def test_a_port_in_use_is_one_line_too(tmp_path: Path) -> None:
         _assert_refused(_serve(db, port), 1, f"cannot listen on 127.0.0.1:{port}: Address already in use")
 
 
-def test_the_readme_documents_each_refusals_exit_code() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_collector_doc_documents_each_refusals_exit_code() -> None:
+    doc = (ROOT / "docs" / "collector.md").read_text()
     for error, words in ((DatabaseBusy, "in use"), (CorruptDatabase, "not a readable DuckDB"),
                          (NewerDatabase, "a newer collector")):  # fmt: skip
-        assert f"| {error.exit_code} | the file is {words}" in readme or f"| {error.exit_code} | {words}" in readme
+        assert f"| {error.exit_code} | the file is {words}" in doc or f"| {error.exit_code} | {words}" in doc
     assert len({DatabaseBusy.exit_code, CorruptDatabase.exit_code, NewerDatabase.exit_code, 1}) == 4

@@ -167,8 +167,8 @@ def test_the_sql_page_lists_every_view_with_its_columns(site: Collector) -> None
         row = page.split(f'<tr id="view-{name}">')[1].split("</tr>")[0]
         shown = re.findall(r"<code title=\"[^\"]*\">([^<]+)</code>", row)
         assert shown == columns[name], name
-    readme = (ROOT / "README.md").read_text().split("## Querying with SQL")[1].split("\n## ")[0]
-    assert [name for name in ABOUT if f"`{name}`" not in readme] == []
+    doc = (ROOT / "docs" / "reports-and-sql.md").read_text().split("## Querying with SQL")[1].split("\n## ")[0]
+    assert [name for name in ABOUT if f"`{name}`" not in doc] == []
 
 
 # --- numbers, axes, chart titles, absent versions ---
