@@ -38,7 +38,7 @@ def _peak_mb() -> float:
 def through_store(limit: str, query: str) -> dict[str, object]:
     from collector.settings import Settings
     from collector.store import Store
-    from collector.validation import compress, digest
+    from collector.store.commits import compress, digest
     from tests.factories import make_run, matmul
 
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "db.duckdb", threads=1) as store:

@@ -10,7 +10,7 @@ import duckdb
 
 from collector.reference import load
 from collector.store import SUMMARY_TABLES, Store
-from collector.tables import TABLES
+from collector.store.tables import TABLES
 from schemas import RunSubmission
 
 ROOT = Path(__file__).resolve().parent.parent

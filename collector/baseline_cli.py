@@ -17,7 +17,8 @@ from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 from schemas.terminal import literal
 
 from .cli_common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
-from .errors import CollectorError, InvalidBaseline
+from .errors import InvalidBaseline
+from .store.errors import CollectorError
 
 baseline_app = typer.Typer(
     help="Per-model baselines: export this fleet's, import others' (checked), list, show and remove them.",

@@ -19,8 +19,8 @@ from schemas.terminal import LEVEL_STYLE, literal
 from . import __version__
 from .baseline_cli import baseline_app
 from .cli_common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
-from .errors import CollectorError
-from .sqlviews import ABOUT, UNDER
+from .store.errors import CollectorError
+from .store.sqlviews import ABOUT, UNDER
 from .token_cli import token_app
 
 EXIT_FAILED = 1
@@ -303,9 +303,10 @@ def export_cmd(
     fmt: Annotated[ExportFormat, typer.Option("--format", help="Parquet files or CSV.")] = ExportFormat.parquet,
 ) -> None:
     """Every table as Parquet (results partitioned by benchmark) or CSV, for DuckDB, pandas, Spark."""
-    from .export import export
+    from .render.csvsafe import neutralise_sql
+    from .store import export_tables
 
-    counts = export(settings_for(db).db, fmt.value, output)
+    counts = export_tables(settings_for(db).db, fmt.value, output, text_cell=neutralise_sql)
     for table, rows in counts.items():
         out.print(f"{table}: {rows} rows")
     out.print(literal(f"exported to {output}"))

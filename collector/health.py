@@ -261,3 +261,13 @@ def fleet_health(
 def wire(v: Verdict) -> GpuVerdict:
     """A verdict as the API and ``check --json`` give it (the reasons with the likely causes)."""
     return v.judgement.verdict("collector", v.causes)
+
+
+@dataclass(frozen=True)
+class FleetMetrics:
+    """What ``/metrics`` says of each GPU: its verdict (with its latest figures) and its latest error counters."""
+
+    verdicts: list[Verdict]
+    counters: list[dict[str, Any]]
+    #: The error counters' names, in the order their series are written (``store.tables.COUNTERS``).
+    counter_names: tuple[str, ...]

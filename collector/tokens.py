@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import CollectorError, MissingDatabase
+from .store.errors import CollectorError, MissingDatabase
 
 log = logging.getLogger(__name__)
 PREFIX = "ffk_"

@@ -12,8 +12,6 @@ alert and push every real run off the home page. Its agent keeps it in the spool
 from __future__ import annotations
 
 import asyncio
-import gzip
-import hashlib
 import logging
 import multiprocessing
 import os
@@ -29,7 +27,9 @@ from pydantic import ValidationError
 
 from schemas import RunSubmission
 
-from .errors import CollectorError, InvalidRun
+from .errors import InvalidRun
+from .store.commits import compress, digest
+from .store.errors import CollectorError
 
 log = logging.getLogger(__name__)
 MAX_LISTED = 5
@@ -51,15 +51,6 @@ class Checked:
     results: int
     sha256: str  # of the JSON as received
     gzipped: bytes | None  # the JSON compressed, when it was not sent compressed
-
-
-def digest(document: bytes) -> str:
-    return hashlib.sha256(document).hexdigest()
-
-
-def compress(document: bytes) -> bytes:
-    """How a run sent uncompressed is stored: gzip, fast level (stored runs are read back rarely)."""
-    return gzip.compress(document, compresslevel=1)
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:

@@ -16,33 +16,18 @@ from schemas import RunSubmission
 from schemas.baselines import BaselineBundle, BaselineIndex, BaselineSource, baseline_threshold, seal
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
-from . import baselines, compare, health, machines, regressions, sqlviews
-from .compare import PEAK_CATEGORIES, Comparison, Series
-from .errors import NotFound
-from .figures import BY_KEY
-from .health import Verdict
+from . import baselines, compare, health, machines, regressions
+from .analysis.charts import CHARTS, SPREAD_FIGURE, Charts
+from .compare import PEAK_CATEGORIES, Comparison
+from .health import FleetMetrics, Verdict
 from .machines import MultiGpuMachine
 from .regressions import Change
+from .store import sqlviews
+from .store.errors import NotFound
+from .store.figures import BY_KEY
 from .store.reads import Reads
+from .store.tables import COUNTERS
 from .validation import parse_run
-
-#: The charts a view can ask for, in the report's order.
-CHARTS = ("matmul", "peak", "layers", "bandwidth", "training", "decode", "price", "spread")
-
-
-@dataclass(frozen=True)
-class Charts:
-    """The data behind a view's charts (``render.charts`` draws them); a chart not asked for is empty."""
-
-    cmp: Comparison
-    only: tuple[str, ...]
-    matmul: dict[str, list[Series]] = field(default_factory=dict)
-    layers: dict[str, list[Series]] = field(default_factory=dict)
-    bandwidth: dict[str, list[Series]] = field(default_factory=dict)
-    decode: dict[str, list[Series]] = field(default_factory=dict)
-    peak: dict[str, dict[str, float]] = field(default_factory=dict)
-    spread: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
-    busbw: dict[str, list[Series]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -138,10 +123,6 @@ def comparison(
         index = baseline_index(reads)
         by_card = {c["card"]: index.entries(c["card"]) for c in data.cards}
     return compare.comparison(data, cards, prices, by_card)
-
-
-#: The figure each GPU of a card is shown by in the "same model, different machines" chart.
-SPREAD_FIGURE = "matmul_bf16"
 
 
 def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, machines_too: bool = False) -> Charts:
@@ -318,16 +299,8 @@ def compare_cards(reads: Reads, chosen: list[str]) -> CompareView:
     return CompareView(choices, chosen, cmp, None, charts(reads, cmp, ("matmul",)) if measured else None)
 
 
-@dataclass(frozen=True)
-class FleetMetrics:
-    """What ``/metrics`` says of each GPU: its verdict (with its latest figures) and its latest error counters."""
-
-    verdicts: list[Verdict]
-    counters: list[dict[str, Any]]
-
-
 def fleet_metrics(reads: Reads) -> FleetMetrics:
-    return FleetMetrics(fleet_health(reads), reads.latest_counters())
+    return FleetMetrics(fleet_health(reads), reads.latest_counters(), tuple(name for name, _ in COUNTERS))
 
 
 def multi_gpu_machines(reads: Reads) -> list[MultiGpuMachine]:

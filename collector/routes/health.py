@@ -10,9 +10,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from .. import views
 from ..auth import Reader
-from ..errors import CollectorError
 from ..render.prometheus import exposition
 from ..store import Store
+from ..store.errors import CollectorError
 from .deps import LiveStoreDep, MetricsDep
 
 router = APIRouter(tags=["operations"])

@@ -16,14 +16,14 @@ from schemas.labels import HOSTNAME, describe, headline
 from .. import health, views
 from ..auth import Reader
 from ..compare import Comparison
-from ..errors import BadRequest, CollectorError
-from ..figures import BY_KEY
-from ..queries import EXAMPLES
 from ..render.charts import chart_sections
 from ..render.csvsafe import write_csv
 from ..render.numbers import number
 from ..render.pages import render
-from ..sqlviews import UNDER
+from ..store.errors import BadRequest, CollectorError
+from ..store.figures import BY_KEY
+from ..store.queries import EXAMPLES
+from ..store.sqlviews import UNDER
 from .deps import SettingsDep, StoreDep
 
 

@@ -13,9 +13,9 @@ from schemas.verdicts import GpuVerdict
 
 from .. import views
 from ..auth import Reader, VerdictReader
-from ..errors import BadRequest
 from ..health import wire
 from ..report import build_report
+from ..store.errors import BadRequest
 from .deps import StoreDep
 
 #: GPUs one verdicts request may name (a machine has at most a few dozen).

@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ..auth import Reader
-from ..errors import CollectorError
 from ..render.query import as_csv, plain
-from ..sqlguard import MAX_SQL_CHARS, QueryResult
+from ..store.errors import CollectorError
+from ..store.sqlguard import MAX_SQL_CHARS, QueryResult
 from .deps import MetricsDep, SettingsDep, StoreDep
 
 router = APIRouter(prefix="/api/v1/sql", tags=["sql"])

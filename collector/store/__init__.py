@@ -8,8 +8,9 @@ from __future__ import annotations
 from .aggregates import DDL as _SUMMARIES
 from .commits import Stored
 from .core import Store
+from .export import export as export_tables
 from .failure import STORAGE_ERRORS, StorageFailure
-from .layout import DB_VERSION, DERIVED_TABLES, SIDE_TABLES, connect
+from .layout import DB_VERSION, DERIVED_TABLES, SIDE_TABLES
 from .reads import Reads
 
 #: The summaries kept at ingest, queryable like any table (``docs/architecture.md``).
@@ -25,5 +26,5 @@ __all__ = [
     "StorageFailure",
     "Store",
     "Stored",
-    "connect",
+    "export_tables",
 ]

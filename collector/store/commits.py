@@ -8,6 +8,7 @@ content is equal and a conflict otherwise; one bad run in a group sinks none of 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import logging
 import queue
 import threading
@@ -22,11 +23,11 @@ import duckdb
 
 from schemas import RunSubmission
 
-from ..errors import RunConflict
-from ..tables import INCOMING, TABLES, insert_sql, parse_sql
 from . import aggregates
+from .errors import RunConflict
 from .failure import STORAGE_ERRORS
 from .refresher import Refresher
+from .tables import INCOMING, TABLES, insert_sql, parse_sql
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,15 @@ MAX_GROUP = 64
 #: last commit join it at once). A commit costs DuckDB tens of milliseconds however small it is, and a few
 #: milliseconds per run on top, so under load sharing commits multiplies throughput.
 LINGER_S = 0.01
+
+
+def digest(document: bytes) -> str:
+    return hashlib.sha256(document).hexdigest()
+
+
+def compress(document: bytes) -> bytes:
+    """How a run sent uncompressed is stored: gzip, fast level (stored runs are read back rarely)."""
+    return gzip.compress(document, compresslevel=1)
 
 
 @dataclass(frozen=True)

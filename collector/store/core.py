@@ -34,20 +34,19 @@ import duckdb
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle
 
-from ..dbfile import check_db
-from ..errors import CollectorError, NotFound, StorageUnavailable
-from ..redact import scrub
-from ..reference import ReferenceValue, published_bundle
-from ..sqlguard import DEFAULT_MAX_BYTES, QueryResult, run_query
-from ..validation import compress, digest
 from . import baselines, retention
 from .archive import ArchiveFolder, Observe
-from .commits import GroupCommit, Pending, Stored, gather, resolve
+from .commits import GroupCommit, Pending, Stored, compress, digest, gather, resolve
+from .dbfile import check_db
+from .errors import CollectorError, NotFound, StorageUnavailable
 from .failure import STORAGE_ERRORS, StorageFailure, first_line
 from .layout import DB_VERSION, check_version, connect, copy_database, migrate, refusal
+from .published import ReferenceValue, published_bundle
 from .reads import Reads
+from .redact import scrub
 from .refresher import Refresher
 from .schedule import WriterSchedule
+from .sqlguard import DEFAULT_MAX_BYTES, QueryResult, run_query
 
 log = logging.getLogger(__name__)
 

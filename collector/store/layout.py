@@ -18,12 +18,12 @@ from typing import Any
 
 import duckdb
 
-from ..errors import CollectorError, CorruptDatabase, DatabaseBusy, NewerDatabase, OlderDatabase
-from ..figures import DEFINITIONS_DDL, FIGURES_DDL, definitions_insert
-from ..sqlviews import VIEWS
-from ..tables import TABLES, ddl
 from . import aggregates, baselines, retention
+from .errors import CollectorError, CorruptDatabase, DatabaseBusy, NewerDatabase, OlderDatabase
+from .figures import DEFINITIONS_DDL, FIGURES_DDL, definitions_insert
 from .refresher import summarise
+from .sqlviews import VIEWS
+from .tables import TABLES, ddl
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import duckdb
 
 from schemas.environment import SLOWDOWN_REASONS
 
-from ..errors import BadRequest
-from ..tables import COUNTERS
+from .errors import BadRequest
+from .tables import COUNTERS
 
 Row = tuple[Any, ...]
 

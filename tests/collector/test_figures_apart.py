@@ -10,8 +10,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from collector.figures import compute_sql
 from collector.store import Store
+from collector.store.figures import compute_sql
 from collector.views import charts, comparison
 from tests.factories import bandwidth, inference, layer, make_run
 

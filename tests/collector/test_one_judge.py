@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from agent.check import judge_locally
 from agent.suites import HEALTH
-from collector.figures import BY_KEY, MATCHED
 from collector.health import wire
 from collector.store import Store
+from collector.store.figures import BY_KEY, MATCHED
 from collector.views import fleet_health
 from schemas import RunSubmission
 from schemas.baselines import BaselineIndex, bundled

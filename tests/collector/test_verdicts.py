@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.errors import OlderDatabase
 from collector.store import Store
+from collector.store.errors import OlderDatabase
 from collector.views import fleet_health
 from schemas.verdicts import (
     CONFIRM,
