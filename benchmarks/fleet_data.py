@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from collector.reference import load
+from collector.analysis.reference import load
 from collector.store import SUMMARY_TABLES, Store
 from collector.store.tables import TABLES
 from schemas import RunSubmission

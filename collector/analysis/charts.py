@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..compare import Comparison, Series
 from ..store.figures import BY_KEY, FIGURES, Figure
+from .compare import Comparison, Series
 
 #: The charts a view can ask for, in the report's order.
 CHARTS = ("matmul", "peak", "layers", "bandwidth", "training", "decode", "price", "spread")

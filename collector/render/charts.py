@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..analysis.charts import SPREAD, TRAINING, Charts, bandwidth_title, layer_title, matmul_title
-from ..compare import PEAK_CATEGORIES, PER_KUSD, Comparison
+from ..analysis.compare import PEAK_CATEGORIES, PER_KUSD, Comparison
 from .numbers import size
 from .svg import PALETTE, bar_chart, line_chart, strip_chart
 

@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from schemas.health_figures import unit
 
-from ..health import FleetMetrics
+from ..analysis.health import FleetMetrics
 
 GPU_LABELS = ["uuid", "gpu_model", "card", "host"]
 

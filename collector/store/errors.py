@@ -5,7 +5,7 @@ each to an HTTP status. The base and what the store raises are here; what only r
 
 CollectorError
  ├── BadRequest          a request the collector cannot answer as asked: a missing or unknown parameter (400)
- ├── InvalidRun          web: a payload failed validation (422)
+ ├── InvalidRun          a payload failed validation (422)
  ├── InvalidBaseline     web: a baseline bundle that is unreadable, tampered with or newer than this collector (422)
  ├── PayloadTooLarge     web: a body over the size limit, before or after gunzip (413)
  ├── BadEncoding         web: a Content-Encoding other than gzip, or gzip that does not inflate (415/400)
@@ -38,6 +38,11 @@ class CollectorError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or []
+
+
+class InvalidRun(CollectorError):
+    status_code = 422
+    code = "validation_error"
 
 
 class BadRequest(CollectorError):

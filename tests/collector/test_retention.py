@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 import collector.store.retention as retention
-from collector.report import build_report
+from collector.read.report import build_report
 from collector.store import SUMMARY_TABLES, Store
 from collector.store.archive import ArchiveFolder
 from collector.store.errors import QueryFailed, StorageUnavailable

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from collector.read.views import fleet_health
 from collector.store import Store
 from collector.store.errors import OlderDatabase
-from collector.views import fleet_health
 from schemas.verdicts import (
     CONFIRM,
     MAX_THRESHOLD,

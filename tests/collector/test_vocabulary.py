@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from collector.compare import Series
+from collector.analysis.compare import Series
 from collector.render.svg import line_chart, strip_chart
 from collector.store.figures import BY_KEY
 from collector.store.sqlviews import ABOUT, UNDER

@@ -11,11 +11,11 @@ from schemas import run_json_schema
 from schemas.api import VERDICTS_PATH
 from schemas.verdicts import GpuVerdict
 
-from .. import views
+from ...analysis.health import wire
+from ...read import views
+from ...read.report import build_report
+from ...store.errors import BadRequest
 from ..auth import Reader, VerdictReader
-from ..health import wire
-from ..report import build_report
-from ..store.errors import BadRequest
 from .deps import StoreDep
 
 #: GPUs one verdicts request may name (a machine has at most a few dozen).

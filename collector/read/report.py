@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Literal
 
+from ..render.charts import chart_sections, collective_charts
+from ..render.markdown import report_markdown, starved_note
+from ..render.pages import render
+from ..store.reads import Reads
 from . import views
-from .render.charts import chart_sections, collective_charts
-from .render.markdown import report_markdown, starved_note
-from .render.pages import render
-from .store.reads import Reads
 
 ReportFormat = Literal["md", "html"]
 

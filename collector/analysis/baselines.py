@@ -18,8 +18,8 @@ from datetime import date
 from schemas.baselines import BaselineBundle, BaselineFigure, CardBaseline, parse_bundle, software_of
 from schemas.verdicts import SPREAD_MIN_RUNS
 
-from .store.errors import BadRequest
-from .store.figures import BY_KEY
+from ..store.errors import BadRequest
+from ..store.figures import BY_KEY
 
 #: Healthy runs a card's figure needs before it is exported: fewer say too little about a model.
 MIN_RUNS = 3

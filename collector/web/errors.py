@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from .store.errors import CollectorError
-
-
-class InvalidRun(CollectorError):
-    status_code = 422
-    code = "validation_error"
+from ..store.errors import CollectorError
 
 
 class InvalidBaseline(CollectorError):

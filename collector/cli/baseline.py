@@ -16,9 +16,9 @@ from rich.table import Table
 from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 from schemas.terminal import literal
 
-from .cli_common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
-from .errors import InvalidBaseline
-from .store.errors import CollectorError
+from ..store.errors import CollectorError
+from ..web.errors import InvalidBaseline
+from .common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
 
 baseline_app = typer.Typer(
     help="Per-model baselines: export this fleet's, import others' (checked), list, show and remove them.",
@@ -52,9 +52,9 @@ def export_cmd(
 ) -> None:
     """This fleet's baselines from healthy runs only, each GPU weighted once; a card with too little data is left
     out, with the reason (and the export fails when nothing is left)."""
-    from . import baseline_formats
-    from .baselines import parse_tags
-    from .views import export_baseline
+    from ..analysis import baseline_formats
+    from ..analysis.baselines import parse_tags
+    from ..read.views import export_baseline
 
     try:
         day = date.fromisoformat(since) if since else None

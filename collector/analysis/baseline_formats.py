@@ -24,7 +24,7 @@ import re
 from schemas.baselines import BaselineBundle, BaselineFigure, CardBaseline, baseline_threshold
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, minimum_threshold
 
-from .store.errors import CollectorError
+from ..store.errors import CollectorError
 
 #: flopfleet figure -> (SuperBench metric, the suites whose figure is that measurement).
 SUPERBENCH_METRICS = {

@@ -16,7 +16,7 @@ from typing import Any
 from schemas import GpuSpec, match_spec
 from schemas.baselines import BaselineEntry
 
-from .store.figures import BY_KEY, FIGURES
+from ..store.figures import BY_KEY, FIGURES
 
 Fetched = tuple[Any, ...]  # one row as a named query returns it
 

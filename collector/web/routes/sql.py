@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from ...render.query import as_csv, plain
+from ...store.errors import CollectorError
+from ...store.sqlguard import MAX_SQL_CHARS, QueryResult
 from ..auth import Reader
-from ..render.query import as_csv, plain
-from ..store.errors import CollectorError
-from ..store.sqlguard import MAX_SQL_CHARS, QueryResult
 from .deps import MetricsDep, SettingsDep, StoreDep
 
 router = APIRouter(prefix="/api/v1/sql", tags=["sql"])

@@ -12,8 +12,8 @@ import io
 from importlib import resources
 from pathlib import Path
 
-from .store.errors import CollectorError
-from .store.published import ReferenceValue
+from ..store.errors import CollectorError
+from ..store.published import ReferenceValue
 
 BUNDLED = "transformers_benchmarks_readme.csv"
 UNITS = {"_tflops": "TFLOPS", "_gbps": "GB/s", "_gb": "GB", "_usd": "USD"}

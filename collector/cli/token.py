@@ -11,10 +11,10 @@ from rich.table import Table
 
 from schemas.terminal import literal
 
-from .cli_common import CreateOpt, DbOpt, err, out, settings_for
-from .store.dbfile import check_db
-from .store.errors import MissingDatabase
-from .tokens import DEFAULT_SCOPES, TokenStore, parse_scopes
+from ..store.dbfile import check_db
+from ..store.errors import MissingDatabase
+from ..web.tokens import DEFAULT_SCOPES, TokenStore, parse_scopes
+from .common import CreateOpt, DbOpt, err, out, settings_for
 
 token_app = typer.Typer(help="Bearer tokens for agents (writes) and readers.", no_args_is_help=True)
 

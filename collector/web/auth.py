@@ -9,8 +9,8 @@ from fastapi import Depends, Request
 
 from schemas.api import TokenInfo
 
+from ..store.errors import CollectorError
 from .settings import Settings
-from .store.errors import CollectorError
 from .tokens import TokenStore
 
 

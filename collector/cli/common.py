@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from .settings import Settings
-    from .store import Store
+    from ..store import Store
+    from ..web.settings import Settings
 
 
 def console(stderr: bool = False) -> Console:
@@ -48,7 +48,7 @@ TableOrJsonOpt = Annotated[TableOrJson, typer.Option("--format", help="A table o
 
 def settings_for(db: Path, **flags: object) -> Settings:
     """Every command's settings: defaults, then FLOPFLEET_<NAME> variables, then its flags."""
-    from .settings import Settings
+    from ..web.settings import Settings
 
     return Settings.from_env(os.environ, db=db, **flags)
 

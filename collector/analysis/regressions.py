@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from .store.figures import BY_KEY
+from ..store.figures import BY_KEY
 
 MIN_CHANGE = 0.02
 #: The figures compared, as the named query ``Reads.version_figures`` takes them.

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from .. import views
+from ...read import views
+from ...render.prometheus import exposition
+from ...store import Store
+from ...store.errors import CollectorError
 from ..auth import Reader
-from ..render.prometheus import exposition
-from ..store import Store
-from ..store.errors import CollectorError
 from .deps import LiveStoreDep, MetricsDep
 
 router = APIRouter(tags=["operations"])

@@ -13,17 +13,18 @@ from starlette.convertors import Convertor, register_url_convertor
 from schemas import GpuCounters, TimingStats
 from schemas.labels import HOSTNAME, describe, headline
 
-from .. import health, views
+from ...analysis import health
+from ...analysis.compare import Comparison
+from ...read import views
+from ...render.charts import chart_sections
+from ...render.csvsafe import write_csv
+from ...render.numbers import number
+from ...render.pages import render
+from ...store.errors import BadRequest, CollectorError
+from ...store.figures import BY_KEY
+from ...store.queries import EXAMPLES
+from ...store.sqlviews import UNDER
 from ..auth import Reader
-from ..compare import Comparison
-from ..render.charts import chart_sections
-from ..render.csvsafe import write_csv
-from ..render.numbers import number
-from ..render.pages import render
-from ..store.errors import BadRequest, CollectorError
-from ..store.figures import BY_KEY
-from ..store.queries import EXAMPLES
-from ..store.sqlviews import UNDER
 from .deps import SettingsDep, StoreDep
 
 

@@ -16,18 +16,18 @@ from schemas import RunSubmission
 from schemas.baselines import BaselineBundle, BaselineIndex, BaselineSource, baseline_threshold, seal
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
-from . import baselines, compare, health, machines, regressions
-from .analysis.charts import CHARTS, SPREAD_FIGURE, Charts
-from .compare import PEAK_CATEGORIES, Comparison
-from .health import FleetMetrics, Verdict
-from .machines import MultiGpuMachine
-from .regressions import Change
-from .store import sqlviews
-from .store.errors import NotFound
-from .store.figures import BY_KEY
-from .store.reads import Reads
-from .store.tables import COUNTERS
-from .validation import parse_run
+from ..analysis import baselines, compare, health, machines, regressions
+from ..analysis.charts import CHARTS, SPREAD_FIGURE, Charts
+from ..analysis.compare import PEAK_CATEGORIES, Comparison
+from ..analysis.health import FleetMetrics, Verdict
+from ..analysis.machines import MultiGpuMachine
+from ..analysis.parse import parse_run
+from ..analysis.regressions import Change
+from ..store import sqlviews
+from ..store.errors import NotFound
+from ..store.figures import BY_KEY
+from ..store.reads import Reads
+from ..store.tables import COUNTERS
 
 
 @dataclass(frozen=True)

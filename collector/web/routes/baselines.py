@@ -11,9 +11,9 @@ from starlette.concurrency import run_in_threadpool
 
 from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 
-from .. import views
+from ...analysis.baselines import parse_tags
+from ...read import views
 from ..auth import Admin, Reader
-from ..baselines import parse_tags
 from ..errors import InvalidBaseline
 from .bodies import read_body
 from .deps import StoreDep

@@ -11,12 +11,12 @@ from fastapi import APIRouter, Query, Request, Response
 from schemas import RunAccepted, RunsPage, RunSummary
 from schemas.api import RUNS_PATH
 
+from ...store import Store
+from ...store.errors import InvalidRun, StorageUnavailable
 from ..auth import Reader, Writer
-from ..errors import Busy, InvalidRun
+from ..errors import Busy
 from ..metrics import Metrics
 from ..settings import Settings
-from ..store import Store
-from ..store.errors import StorageUnavailable
 from ..validation import Validator
 from .bodies import read_body
 from .deps import LiveStoreDep, MetricsDep, SettingsDep, StoreDep, ValidatorDep

@@ -11,10 +11,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from ...store import Store
+from ...store.errors import StorageUnavailable
 from ..metrics import Metrics
 from ..settings import Settings
-from ..store import Store
-from ..store.errors import StorageUnavailable
 from ..validation import Validator
 
 

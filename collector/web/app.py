@@ -17,16 +17,16 @@ from starlette.requests import ClientDisconnect
 from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 from schemas.api import RUNS_PATH
 
-from . import __version__
+from .. import __version__
+from ..store import STORAGE_ERRORS, Store
+from ..store.errors import CollectorError, StorageUnavailable
+from ..store.redact import scrub
 from .auth import reads_need_token
 from .metrics import Metrics
 from .observe import Observe
 from .routes import admin, baselines, health, pages, reports, runs, sql
 from .security import SECURITY_HEADERS, Guard, allowed_hosts
 from .settings import Settings
-from .store import STORAGE_ERRORS, Store
-from .store.errors import CollectorError, StorageUnavailable
-from .store.redact import scrub
 from .tokens import TokenStore
 from .validation import Validator
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .store.errors import CollectorError
+from ..store.errors import CollectorError
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 ENV_PREFIX = "FLOPFLEET_"
 
@@ -105,8 +105,8 @@ class Settings:
     def open_store(self, *, read_only: bool = False, new_ok: bool = True) -> Store:
         """The store these settings describe (every command opens it this way): a missing file or folder is refused
         as ``dbfile.check_db`` says (``new_ok``: whether a missing file may be created here)."""
-        from .store import Store
-        from .store.dbfile import check_db
+        from ..store import Store
+        from ..store.dbfile import check_db
 
         check_db(self.db, read_only=read_only, create=self.create, new_ok=new_ok)
         return Store(self.db, read_only=read_only, threads=self.db_threads if not read_only else None,

@@ -16,12 +16,12 @@ from schemas.helpscreen import plain_help
 from schemas.labels import HOSTNAME
 from schemas.terminal import LEVEL_STYLE, literal
 
-from . import __version__
-from .baseline_cli import baseline_app
-from .cli_common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
-from .store.errors import CollectorError
-from .store.sqlviews import ABOUT, UNDER
-from .token_cli import token_app
+from .. import __version__
+from ..store.errors import CollectorError
+from ..store.sqlviews import ABOUT, UNDER
+from .baseline import baseline_app
+from .common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
+from .token import token_app
 
 EXIT_FAILED = 1
 
@@ -69,9 +69,9 @@ def serve(
     """Run the collector's HTTP API and report pages (FastAPI on uvicorn); SIGTERM finishes requests in flight."""
     import uvicorn
 
-    from .app import create_app
-    from .logs import configure
-    from .server import server_config
+    from ..web.app import create_app
+    from ..web.logs import configure
+    from ..web.server import server_config
 
     if read_token_required and public_reads:
         raise CollectorError("--read-token-required and --public-reads contradict each other")
@@ -114,7 +114,7 @@ def ingest(
     create: CreateOpt = False,
 ) -> None:
     """Store run files without a server, with the same validation as the HTTP API."""
-    from .validation import parse_run
+    from ..analysis.parse import parse_run
 
     failed = 0
     with open_store(settings_for(db, create=create or None)) as store:
@@ -146,8 +146,8 @@ def report(
     ] = False,
 ) -> None:
     """The cross-card comparison, fleet health and version changes: Markdown, or one self-contained HTML page."""
-    from .reference import parse_prices
-    from .report import build_report
+    from ..analysis.reference import parse_prices
+    from ..read.report import build_report
 
     extra = parse_prices(prices) if prices else None
     with settings_for(db).open_store(read_only=True) as store:
@@ -176,7 +176,7 @@ def sql(
         int | None, typer.Option(help="Stop after this many rows (default: the sql_max_rows setting, 10,000).")
     ] = None,
 ) -> None:
-    from .render.query import render_query
+    from ..render.query import render_query
 
     settings = settings_for(db)
     cap = min(max_rows or settings.sql_max_rows, settings.sql_max_rows)
@@ -209,8 +209,8 @@ def health(
     suspect, slow or faulty, and why."""
     from rich.table import Table
 
-    from .health import wire
-    from .views import fleet_health
+    from ..analysis.health import wire
+    from ..read.views import fleet_health
 
     with settings_for(db).open_store(read_only=True) as store:
         verdicts = fleet_health(store.reads())
@@ -235,8 +235,8 @@ def import_reference(
 ) -> None:
     """Import published figures (the transformers-benchmarks README's five cards, bundled) or others' run files,
     labelled as reference rather than measured here."""
-    from .reference import load
-    from .validation import parse_run
+    from ..analysis.parse import parse_run
+    from ..analysis.reference import load
 
     with open_store(settings_for(db, create=create or None)) as store:
         sources: list[Path | None] = list(files) if files else [None]
@@ -274,7 +274,7 @@ def prices_import(
     file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb"), create: CreateOpt = False
 ) -> None:
     """Set prices from a CSV with columns model,price_usd."""
-    from .reference import parse_prices
+    from ..analysis.reference import parse_prices
 
     prices = parse_prices(file)
     with open_store(settings_for(db, create=create or None)) as store:
@@ -286,7 +286,7 @@ def prices_import(
 @prices_app.command("list")
 def prices_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
     """The stored prices."""
-    from .render.query import render_query
+    from ..render.query import render_query
 
     settings = settings_for(db)
     with settings.open_store(read_only=True) as store:
@@ -303,8 +303,8 @@ def export_cmd(
     fmt: Annotated[ExportFormat, typer.Option("--format", help="Parquet files or CSV.")] = ExportFormat.parquet,
 ) -> None:
     """Every table as Parquet (results partitioned by benchmark) or CSV, for DuckDB, pandas, Spark."""
-    from .render.csvsafe import neutralise_sql
-    from .store import export_tables
+    from ..render.csvsafe import neutralise_sql
+    from ..store import export_tables
 
     counts = export_tables(settings_for(db).db, fmt.value, output, text_cell=neutralise_sql)
     for table, rows in counts.items():
