@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import logging
 import queue
 import threading
@@ -66,6 +67,14 @@ class Pending:
     source: str
     token_name: str | None
     done: Future[Stored] = field(default_factory=Future)
+
+    @classmethod
+    def of(cls, document: bytes, *, source: str, received_at: datetime) -> Pending:
+        """A validated run's JSON for a bulk load, its id and result count read from it."""
+        head = json.loads(document)
+        return cls(run_id=str(head["run_id"]), results=len(head["results"]), document=document,
+                   payload=compress(document), sha256=digest(document), received_at=received_at, source=source,
+                   token_name=None)  # fmt: skip
 
 
 def resolve(p: Pending, result: Stored | None = None, error: BaseException | None = None) -> None:
