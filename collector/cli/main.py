@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from schemas.api import SNAPSHOT_PATH
 from schemas.helpscreen import plain_help
 from schemas.labels import HOSTNAME
 from schemas.terminal import LEVEL_STYLE, literal
@@ -336,7 +337,7 @@ def _download_snapshot(collector: str, token: str | None, output: Path) -> None:
     import httpx
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.stream("GET", collector.rstrip("/") + "/api/v1/snapshot", headers=headers, timeout=600) as answer:
+    with httpx.stream("GET", collector.rstrip("/") + SNAPSHOT_PATH, headers=headers, timeout=600) as answer:
         if answer.status_code != 200:
             answer.read()
             raise CollectorError(f"the collector answered {answer.status_code}: {answer.text[:300]}")

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from schemas.api import TOKEN_PATH, TokenInfo
+from schemas.api import SNAPSHOT_PATH, TOKEN_PATH, TokenInfo
 
 from ..auth import Admin, Bearer
 from .deps import StoreDep
@@ -26,7 +26,7 @@ def token_info(token: Bearer) -> TokenInfo:
 
 
 @router.get(
-    "/api/v1/snapshot",
+    SNAPSHOT_PATH,
     response_class=FileResponse,
     responses={200: {"content": {"application/octet-stream": {}}, "description": "A DuckDB file"}},
 )

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from schemas.api import BASELINES_PATH
 from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 
 from ...analysis.baselines import parse_tags
@@ -18,7 +19,7 @@ from ..errors import InvalidBaseline
 from .bodies import read_body
 from .deps import StoreDep
 
-router = APIRouter(prefix="/api/v1/baselines", tags=["baselines"])
+router = APIRouter(prefix=BASELINES_PATH, tags=["baselines"])
 #: A bundle of a thousand cards is well under this.
 MAX_BUNDLE_BYTES = 8 << 20
 JSON = "application/json"

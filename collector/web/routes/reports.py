@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from schemas import run_json_schema
-from schemas.api import VERDICTS_PATH
+from schemas.api import SCHEMA_PATH, VERDICTS_PATH
 from schemas.verdicts import GpuVerdict
 
 from ...analysis.health import wire
@@ -37,7 +37,7 @@ def report_markdown(_: Reader, store: StoreDep, baselines: BaselinesQuery = Fals
     return PlainTextResponse(build_report(store.reads(), "md", baselines=baselines), media_type="text/markdown")
 
 
-@router.get("/api/v1/schema")
+@router.get(SCHEMA_PATH)
 def schema() -> dict[str, Any]:
     """The JSON Schema a run must satisfy (generated from the models)."""
     return run_json_schema()

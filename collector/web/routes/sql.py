@@ -8,13 +8,15 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from schemas.api import SQL_PATH
+
 from ...render.query import as_csv, plain
 from ...store.errors import CollectorError
 from ...store.sqlguard import MAX_SQL_CHARS, QueryResult
 from ..auth import Reader
 from .deps import MetricsDep, SettingsDep, StoreDep
 
-router = APIRouter(prefix="/api/v1/sql", tags=["sql"])
+router = APIRouter(prefix=SQL_PATH, tags=["sql"])
 Format = Literal["json", "csv"]
 
 
