@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet_data import fleet_database, make_bodies  # noqa: E402
-from collector.health import FIGURE_KEYS  # noqa: E402
+from collector.analysis.health import FIGURE_KEYS  # noqa: E402
 from collector.store import Store  # noqa: E402
 
 #: The query before the change: every kept measurement, whichever suite took it.

@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet_data import fleet_database, make_bodies  # noqa: E402
 from benchmarks.serving import CollectorProcess  # noqa: E402
-from collector.report import build_report  # noqa: E402
+from collector.read.report import build_report  # noqa: E402
 from collector.store import Store  # noqa: E402
-from collector.tables import TABLES, insert_sql, parse_sql  # noqa: E402
-from collector.tokens import TokenStore  # noqa: E402
+from collector.store.tables import TABLES, insert_sql, parse_sql  # noqa: E402
+from collector.web.tokens import TokenStore  # noqa: E402
 
 
 def _cpu_s(pid: int) -> float:

@@ -176,7 +176,7 @@ def _run_body(results: int = 300) -> tuple[str, bytes]:
 
 
 def storage(folder: Path) -> None:
-    from collector.tokens import TokenStore
+    from collector.web.tokens import TokenStore
 
     db = folder / "f.duckdb"
     token = TokenStore(db).create("bench")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.fleet_data import make_bodies  # noqa: E402
 from benchmarks.serving import CollectorProcess  # noqa: E402
 from collector.store import Store  # noqa: E402
-from collector.tokens import TokenStore  # noqa: E402
+from collector.web.tokens import TokenStore  # noqa: E402
 
 
 def overload(db: Path, bodies: list[bytes], clients: int, limit: int) -> dict[str, float]:

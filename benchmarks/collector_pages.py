@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.fleet_data import fleet_database, make_bodies  # noqa: E402
 from benchmarks.serving import CollectorProcess  # noqa: E402
-from collector.report import build_report  # noqa: E402
+from collector.read.report import build_report  # noqa: E402
 from collector.store import Store  # noqa: E402
 
 

@@ -36,9 +36,9 @@ def _peak_mb() -> float:
 
 
 def through_store(limit: str, query: str) -> dict[str, object]:
-    from collector.settings import Settings
     from collector.store import Store
-    from collector.validation import compress, digest
+    from collector.store.commits import compress, digest
+    from collector.web.settings import Settings
     from tests.factories import make_run, matmul
 
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "db.duckdb", threads=1) as store:
@@ -98,7 +98,7 @@ def main() -> None:
         print(json.dumps((through_store if kind == "store" else operator_limit)(limit, query)))
         return
     sys.path.insert(0, str(ROOT))
-    from collector.settings import Settings
+    from collector.web.settings import Settings
 
     lines = [("store", limit) for limit in args.limits] + [("operator", "256MB")]
     print(f"one reader's query over {args.rows:,} generated rows, a small run stored every 50 ms beside it")

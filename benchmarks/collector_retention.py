@@ -62,7 +62,7 @@ def one(db: Path, rate: float, seconds: float, retention: bool, batch: int | Non
     """One line, in this process: the load, its latencies, what was archived meanwhile."""
     from collector.store import Store
     from collector.store import retention as kept
-    from collector.validation import compress, digest
+    from collector.store.commits import compress, digest
 
     spent = [0.0]
     archive_batch = kept.archive_batch

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import duckdb
 
-from collector.reference import load
+from collector.analysis.reference import load
 from collector.store import SUMMARY_TABLES, Store
-from collector.tables import TABLES
+from collector.store.tables import TABLES
 from schemas import RunSubmission
 
 ROOT = Path(__file__).resolve().parent.parent

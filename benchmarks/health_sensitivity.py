@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.serving import CollectorProcess  # noqa: E402
-from collector.tokens import TokenStore  # noqa: E402
+from collector.web.tokens import TokenStore  # noqa: E402
 
 FIGURES = ("matmul_bf16", "memory", "h2d", "bert_fwdbwd")
 

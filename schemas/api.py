@@ -13,6 +13,11 @@ from .base import Count, Label, Slug, WireModel
 RUNS_PATH = "/api/v1/runs"
 VERDICTS_PATH = "/api/v1/verdicts"
 TOKEN_PATH = "/api/v1/token"
+#: The collector's other paths: one spelling, for its routes, its pages' links and its CLI.
+SQL_PATH = "/api/v1/sql"
+SNAPSHOT_PATH = "/api/v1/snapshot"
+SCHEMA_PATH = "/api/v1/schema"
+BASELINES_PATH = "/api/v1/baselines"
 
 
 class TokenInfo(WireModel):

@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collector.baselines import Measurement, build, measurements  # noqa: E402
+from collector.analysis.baselines import Measurement, build, measurements  # noqa: E402
+from collector.analysis.parse import parse_run  # noqa: E402
 from collector.store import Store  # noqa: E402
-from collector.validation import parse_run  # noqa: E402
 from schemas import RunSubmission  # noqa: E402
 from schemas.baselines import BaselineSource, card_key, dump_bundle, parse_bundle, seal  # noqa: E402
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from collector.reference import load
+from collector.analysis.reference import load
 from collector.store import Store
 from tests.factories import T0, bandwidth, gpu, inference, layer, make_run, matmul
 

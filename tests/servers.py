@@ -12,10 +12,10 @@ from pathlib import Path
 import uvicorn
 
 from benchmarks.serving import CollectorProcess as CollectorProcess
-from collector.app import create_app
-from collector.server import server_config
-from collector.settings import Settings
-from collector.tokens import SCOPES, TokenStore
+from collector.web.app import create_app
+from collector.web.server import server_config
+from collector.web.settings import Settings
+from collector.web.tokens import SCOPES, TokenStore
 
 
 class _ThreadServer(uvicorn.Server):

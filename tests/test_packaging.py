@@ -35,7 +35,7 @@ def test_extras_keep_the_two_sides_apart() -> None:
     assert not names["agent"] & {"duckdb", "fastapi", "uvicorn", "pyarrow"}
     assert "torch" not in names["collector"] and "transformers" not in names["collector"]
     assert project["requires-python"] == ">=3.10"
-    assert project["scripts"] == {"flopfleet-agent": "agent.cli:main", "flopfleet-collector": "collector.cli:main"}
+    assert project["scripts"] == {"flopfleet-agent": "agent.cli:main", "flopfleet-collector": "collector.cli.main:main"}
 
 
 def test_every_package_in_the_tree_is_in_the_wheel() -> None:

@@ -1,17 +1,17 @@
-"""Every chart of the report and the pages, drawn from a view's chart data (``views.Charts``) as self-contained SVG.
+"""Every chart of the report and the pages, drawn as self-contained SVG from a view's chart data
+(``analysis.charts.Charts``).
 
 A card keeps one colour across every chart of a page or report (its place among the view's measured cards), so a
 chart without one card does not shift the others' colours. A chart of a figure is titled with the figure's label
-(``figures.FIGURES``: the words of its row in the comparison table), its unit on the axis.
+(``analysis.charts``: the words of its row in the comparison table), its unit on the axis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..compare import PEAK_CATEGORIES, PER_KUSD, Comparison
-from ..figures import BY_KEY, FIGURES, Figure
-from ..views import SPREAD_FIGURE, Charts
+from ..analysis.charts import SPREAD, TRAINING, Charts, bandwidth_title, layer_title, matmul_title
+from ..analysis.compare import PEAK_CATEGORIES, PER_KUSD, Comparison
 from .numbers import size
 from .svg import PALETTE, bar_chart, line_chart, strip_chart
 
@@ -29,17 +29,17 @@ def chart_sections(data: Charts) -> list[Section]:
     colours = colours_of([c.label for c in cmp.cards if c.measured])
     builders: dict[str, Callable[[], Section]] = {
         "matmul": lambda: ("Matrix multiply: TFLOPS against size", [
-            line_chart(_matmul_title(dtype), series, x_label="n (square n×n×n)", y_label="TFLOPS",
+            line_chart(matmul_title(dtype), series, x_label="n (square n×n×n)", y_label="TFLOPS",
                        colours=colours)
             for dtype, series in data.matmul.items()
         ]),
         "peak": lambda: ("Fraction of the datasheet peak", [_peak_chart(data, colours)]),
         "layers": lambda: ("Transformer layers (fp16): TFLOPS against batch", [
-            line_chart(_layer_title(title), series, x_label="batch", y_label="TFLOPS", colours=colours)
+            line_chart(layer_title(title), series, x_label="batch", y_label="TFLOPS", colours=colours)
             for title, series in data.layers.items()
         ]),
         "bandwidth": lambda: ("Memory bandwidth against array size", [
-            line_chart(_bandwidth_title(op), series, x_label="size of each array", y_label="GB/s",
+            line_chart(bandwidth_title(op), series, x_label="size of each array", y_label="GB/s",
                        colours=colours, x_tick=size)
             for op, series in data.bandwidth.items()
         ]),
@@ -59,38 +59,6 @@ def chart_sections(data: Charts) -> list[Section]:
     return [(title, [svg for svg in svgs if svg]) for title, svgs in sections]
 
 
-#: The figure of the "same model, different machines" chart.
-SPREAD = BY_KEY[SPREAD_FIGURE]
-
-
-def _figure(found: Figure | None, fallback: str) -> str:
-    return found.label if found is not None else fallback
-
-
-def _matmul_title(dtype: str) -> str:
-    """The table's row for square matmuls of ``dtype`` (``Matmul BF16``); an FP8 format says which."""
-    found = next((f for f in FIGURES if f.benchmark == "matmul" and (f.dtype == dtype or (
-        f.dtype is None and f.dtype_prefix is not None and dtype.startswith(f.dtype_prefix)))), None)  # fmt: skip
-    title = _figure(found, f"matmul {dtype}")
-    return f"{title} ({dtype})" if found is not None and found.dtype_prefix else title
-
-
-def _bandwidth_title(op: str) -> str:
-    """The table's row for a memory operation (``Memory a*1.2`` for ``scale``)."""
-    found = next((f for f in FIGURES if f.benchmark == "bandwidth" and f.value == "gbps" and f.op == op), None)
-    return _figure(found, f"memory {op}")
-
-
-def _layer_title(series: str) -> str:
-    """The table's row for a layer chart (``bert_layer fwd+bwd seq 512`` → ``BERT layer fwd+bwd, seq 512``)."""
-    block, mode, _, rest = [*series.split(" ", 3), "", "", ""][:4]
-    seq, _, eager = rest.partition(", ")
-    attn = "eager" if eager else "sdpa"
-    found = next((f for f in FIGURES if f.benchmark == "layer" and f.block == block and f.mode == mode
-                  and f.attn_implementation == attn), None)  # fmt: skip
-    return f"{found.label}, seq {seq}" if found is not None else series
-
-
 def _peak_chart(data: Charts, colours: Colours) -> str:
     fractions = data.peak
     categories = [label for label, _ in PEAK_CATEGORIES if any(label in f for f in fractions.values())]
@@ -108,7 +76,7 @@ def _row_values(cmp: Comparison, key: str, bar: str) -> dict[tuple[str, str], fl
 
 
 def _training_chart(cmp: Comparison) -> str:
-    figures = [BY_KEY["train_bert_tokens"], BY_KEY["train_gpt2_tokens"]]
+    figures = TRAINING
     values = {k: v for f in figures for k, v in _row_values(cmp, f.key, f.label).items()}
     cards = [c.label for c in cmp.cards if any(k[0] == c.label for k in values)]
     unit = figures[0].unit

@@ -11,10 +11,10 @@ import re
 from schemas.labels import HOSTNAME
 from schemas.terminal import printable
 
-from ..compare import Comparison
-from ..health import Verdict
-from ..machines import MultiGpuMachine
-from ..regressions import Change
+from ..analysis.compare import Comparison
+from ..analysis.health import Verdict
+from ..analysis.machines import MultiGpuMachine
+from ..analysis.regressions import Change
 from .numbers import number
 from .tables import label, spread, value
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from schemas.api import RUNS_PATH, SQL_PATH
 from schemas.health_figures import HEALTH_FIGURES
 from schemas.labels import HOSTNAME, SOFTWARE, software_text
 
@@ -43,7 +44,9 @@ def environment() -> Environment:
     env.filters.update(pct=percent, signed_pct=_signed_pct, when=_when, number=number, version=_version,
                        software=software_text)  # fmt: skip
     # The words a column is headed with, defined once (schemas.labels, schemas.verdicts).
-    env.globals.update(HOSTNAME=HOSTNAME, SOFTWARE=SOFTWARE, HEALTH_FIGURES=HEALTH_FIGURES)
+    env.globals.update(
+        HOSTNAME=HOSTNAME, SOFTWARE=SOFTWARE, HEALTH_FIGURES=HEALTH_FIGURES, RUNS_PATH=RUNS_PATH, SQL_PATH=SQL_PATH
+    )
     return env
 
 

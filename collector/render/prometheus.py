@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..figures import BY_KEY
-from ..tables import COUNTERS
-from ..views import FleetMetrics
+from schemas.health_figures import unit
+
+from ..analysis.health import FleetMetrics
 
 GPU_LABELS = ["uuid", "gpu_model", "card", "host"]
 
@@ -60,7 +60,7 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
     for v in data.verdicts:
         labels = [v.device, v.gpu_model, v.card, v.hostname]
         for name, f in v.figures.items():
-            figure.add_metric([*labels, name, BY_KEY[name].unit], f.value)
+            figure.add_metric([*labels, name, unit(name)], f.value)
             peer_ratio = f.ratio("peers")
             if peer_ratio is not None:
                 ratio.add_metric([*labels, name], peer_ratio)
@@ -81,7 +81,7 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
                              labels=GPU_LABELS)  # fmt: skip
     for row in data.counters:
         labels = [str(row["device_id"]), str(row["gpu_model"]), str(row["card"]), str(row["hostname"])]
-        for name, _ in COUNTERS:
+        for name in data.counter_names:
             value = row[name]
             if value is not None:
                 counter.add_metric([*labels, name], float(value))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 from rich.console import Console
@@ -13,8 +13,18 @@ from rich.table import Table
 
 from schemas.terminal import literal
 
-from ..sqlguard import QueryResult
 from .csvsafe import write_csv
+
+
+class QueryResult(Protocol):
+    """What a statement answered, as the SQL guard returns it (``store.sqlguard.QueryResult``)."""
+
+    @property
+    def columns(self) -> list[str]: ...
+    @property
+    def rows(self) -> list[tuple[Any, ...]]: ...
+    @property
+    def truncated(self) -> bool: ...
 
 
 def plain(value: Any) -> Any:

@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Callable
 from html import escape
 
-from ..compare import Series
+from ..analysis.compare import Series
 from .numbers import axis, number
 from .numbers import percent as as_percent
 

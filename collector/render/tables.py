@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..compare import Cell, Row
+from ..analysis.compare import Cell, Row
 from .numbers import number
 
 

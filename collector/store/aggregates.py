@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from schemas.health_figures import HEALTH_FIGURES
 
-from ..figures import TRUSTED
-from ..sqlviews import devices_sql
+from .figures import TRUSTED
+from .sqlviews import devices_sql
 
 #: Raw tables the summaries are derived from, in the order a refresh reads them.
 SOURCES = ("runs", "gpus", "results")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-from ..tables import TABLES
+from .tables import TABLES
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import duckdb
 
 from schemas.baselines import BaselineBundle, bundled, dump_bundle
 
-from ..errors import CollectorError, NotFound
+from .errors import CollectorError, NotFound
 
 DDL = {
     "baselines": """CREATE TABLE IF NOT EXISTS baselines (
@@ -126,7 +126,7 @@ def bundle_text(cur: duckdb.DuckDBPyConnection, ident: str) -> str:
 def migrate_reference_values(cur: duckdb.DuckDBPyConnection) -> None:
     """Published tables an older collector stored in ``reference_values``: each source becomes a published baseline
     (as ``import-reference`` now makes), and the old table goes."""
-    from ..reference import ReferenceValue, published_bundle
+    from .published import ReferenceValue, published_bundle
 
     exists = cur.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'reference_values'")
     if not (exists.fetchone() or (0,))[0]:

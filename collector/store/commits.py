@@ -8,6 +8,8 @@ content is equal and a conflict otherwise; one bad run in a group sinks none of 
 from __future__ import annotations
 
 import gzip
+import hashlib
+import json
 import logging
 import queue
 import threading
@@ -22,11 +24,11 @@ import duckdb
 
 from schemas import RunSubmission
 
-from ..errors import RunConflict
-from ..tables import INCOMING, TABLES, insert_sql, parse_sql
 from . import aggregates
+from .errors import RunConflict
 from .failure import STORAGE_ERRORS
 from .refresher import Refresher
+from .tables import INCOMING, TABLES, insert_sql, parse_sql
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,15 @@ MAX_GROUP = 64
 #: last commit join it at once). A commit costs DuckDB tens of milliseconds however small it is, and a few
 #: milliseconds per run on top, so under load sharing commits multiplies throughput.
 LINGER_S = 0.01
+
+
+def digest(document: bytes) -> str:
+    return hashlib.sha256(document).hexdigest()
+
+
+def compress(document: bytes) -> bytes:
+    """How a run sent uncompressed is stored: gzip, fast level (stored runs are read back rarely)."""
+    return gzip.compress(document, compresslevel=1)
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,14 @@ class Pending:
     source: str
     token_name: str | None
     done: Future[Stored] = field(default_factory=Future)
+
+    @classmethod
+    def of(cls, document: bytes, *, source: str, received_at: datetime) -> Pending:
+        """A validated run's JSON for a bulk load, its id and result count read from it."""
+        head = json.loads(document)
+        return cls(run_id=str(head["run_id"]), results=len(head["results"]), document=document,
+                   payload=compress(document), sha256=digest(document), received_at=received_at, source=source,
+                   token_name=None)  # fmt: skip
 
 
 def resolve(p: Pending, result: Stored | None = None, error: BaseException | None = None) -> None:

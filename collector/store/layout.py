@@ -18,12 +18,13 @@ from typing import Any
 
 import duckdb
 
-from ..errors import CollectorError, CorruptDatabase, DatabaseBusy, NewerDatabase, OlderDatabase
-from ..figures import DEFINITIONS_DDL, FIGURES_DDL, definitions_insert
-from ..sqlviews import VIEWS
-from ..tables import TABLES, ddl
 from . import aggregates, baselines, retention
+from .archive import ArchiveFolder
+from .errors import CollectorError, CorruptDatabase, DatabaseBusy, NewerDatabase, OlderDatabase
+from .figures import DEFINITIONS_DDL, FIGURES_DDL, definitions_insert
 from .refresher import summarise
+from .sqlviews import VIEWS
+from .tables import TABLES, ddl
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,52 @@ def connect(path: Path, *, read_only: bool = False, config: dict[str, Any] | Non
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise refusal(path, exc) or CollectorError(f"{path} cannot be opened: {first}") from exc
+
+
+def harden(cur: duckdb.DuckDBPyConnection, allow_sql: str, memory_limit: str | None) -> None:
+    """For a server that answers users' SQL: no file, network or extension access (nor installs), a memory limit
+    on what DuckDB manages, memory handed back to the system after a large query, and no more SET."""
+    cur.execute(allow_sql)  # the archive's files alone, for ``all_results``
+    cur.execute("SET enable_external_access = false")
+    # What the collector uses (json, parquet, icu) is built in; a reader's query must not fetch or load more.
+    cur.execute("SET autoinstall_known_extensions = false")
+    cur.execute("SET autoload_known_extensions = false")
+    if memory_limit:
+        cur.execute(f"SET memory_limit = '{memory_limit}'")
+    # Without background threads DuckDB's allocator keeps what a large answer took (measured: 1 GB held for
+    # minutes after one query); with them it is back within two seconds.
+    cur.execute("SET allocator_background_threads = true")
+    cur.execute("SET lock_configuration = true")
+
+
+def open_file(
+    path: Path, *, read_only: bool, config: dict[str, Any], folder: ArchiveFolder
+) -> tuple[duckdb.DuckDBPyConnection, int | None]:
+    """The file opened and ``prepare``d, and the commit number to go on from (None read-only); a file that cannot be
+    is closed again and refused with its own error (``refusal``)."""
+    con = connect(path, read_only=read_only, config=config)
+    try:
+        return con, prepare(con, path, folder, read_only=read_only)
+    except BaseException as exc:
+        with suppress(duckdb.Error):
+            con.close()
+        refused = refusal(path, exc) if isinstance(exc, duckdb.Error) else None
+        if refused is None:
+            raise
+        raise refused from exc
+
+
+def prepare(con: duckdb.DuckDBPyConnection, path: Path, folder: ArchiveFolder, *, read_only: bool) -> int | None:
+    """Read-only users (report, sql, snapshot) get no file access from SQL but the archive's (``all_results``;
+    export opens its own) and a file of this layout; a writer migrates it and recovers the archive's staging."""
+    if read_only:
+        con.execute(folder.allow_sql())
+        con.execute("SET enable_external_access = false")
+        check_version(con, path)
+        return None
+    seq = migrate(con.cursor(), path, folder.views())
+    folder.recover(con.cursor())
+    return seq
 
 
 def refusal(path: Path, exc: duckdb.Error) -> CollectorError | None:

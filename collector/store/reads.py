@@ -7,51 +7,19 @@ to make and for one request or command.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import duckdb
-
-from schemas.environment import SLOWDOWN_REASONS
-
-from ..errors import BadRequest
-from ..tables import COUNTERS
-
-Row = tuple[Any, ...]
+from .fleet_reads import FleetReads, Row, cards_filter
 
 
-def _cards_filter(cards: list[str] | None, column: str = "card") -> tuple[str, list[object]]:
-    """None: every card; a list: those (none for an empty one)."""
-    if cards is None:
-        return "", []
-    if not cards:
-        return " AND false", []
-    return f" AND {column} IN (SELECT unnest(?::VARCHAR[]))", [cards]
-
-
-class Reads:
-    def __init__(self, cursor: duckdb.DuckDBPyConnection, generation: tuple[int, int] | None = None) -> None:
-        self._cur = cursor
-        #: The store's ``generation`` when these reads began: equal generations read equal summaries.
-        self.generation = generation
-
-    def _rows(self, sql: str, params: list[object] | dict[str, object] | None = None) -> list[Row]:
-        return self._cur.execute(sql, params or []).fetchall()
-
-    def _dicts(self, sql: str, params: list[object] | None = None) -> list[dict[str, Any]]:
-        cur = self._cur.execute(sql, params or [])
-        names = [d[0] for d in cur.description or []]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-    def _one(self, sql: str, params: list[object] | None = None) -> Any:
-        row = self._cur.execute(sql, params or []).fetchone()
-        return row[0] if row else None
+class Reads(FleetReads):
+    """Every named query (the fleet's are ``FleetReads``'), on one cursor."""
 
     # -- cards and runs ----------------------------------------------------------------------------------------
 
     def cards(self, cards: list[str] | None = None) -> list[dict[str, Any]]:
         """The ``cards`` view: measured cards, GPUs first."""
-        where, params = _cards_filter(cards)
+        where, params = cards_filter(cards)
         return self._dicts(f"SELECT * FROM cards WHERE true{where} ORDER BY gpu_name IS NULL, card", params)
 
     def card_model(self, card: str) -> str | None:
@@ -117,7 +85,7 @@ class Reads:
 
     def cells(self, cards: list[str] | None = None) -> list[Row]:
         """(card, figure, median, low, high, devices) over each device's latest value of the figure."""
-        where, params = _cards_filter(cards)
+        where, params = cards_filter(cards)
         return self._rows(
             f"SELECT card, figure, median(value), min(value), max(value), count(*) FROM latest_figures "
             f"WHERE true{where} GROUP BY card, figure",
@@ -126,7 +94,7 @@ class Reads:
 
     def peak_fractions(self, figures: list[str], cards: list[str] | None = None) -> list[Row]:
         """(card, figure, median fraction of the datasheet peak) over devices."""
-        where, params = _cards_filter(cards)
+        where, params = cards_filter(cards)
         return self._rows(
             f"SELECT card, figure, median(peak_fraction) FROM latest_figures WHERE peak_fraction IS NOT NULL "
             f"AND figure IN (SELECT unnest(?::VARCHAR[])){where} GROUP BY card, figure ORDER BY card",
@@ -135,7 +103,7 @@ class Reads:
 
     def device_values(self, figure: str, cards: list[str] | None = None) -> list[Row]:
         """(card, device, latest value) of one figure, for the agents' devices."""
-        where, params = _cards_filter(cards)
+        where, params = cards_filter(cards)
         return self._rows(
             f"SELECT card, device_id, value FROM latest_figures WHERE figure = ? AND source = 'agent'{where} "
             "ORDER BY card, value",
@@ -144,162 +112,9 @@ class Reads:
 
     def points(self, chart: str, cards: list[str] | None = None) -> list[Row]:
         """(series, card, x, median y over devices) of one chart's lines."""
-        where, params = _cards_filter(cards)
+        where, params = cards_filter(cards)
         return self._rows(
             f"SELECT series, card, x, median(value) FROM latest_points WHERE chart = ?{where} "
             "GROUP BY series, card, x ORDER BY series, card, x",
             [chart, *params],
-        )
-
-    # -- health and history ------------------------------------------------------------------------------------
-
-    def health_devices(self, model: str | None = None) -> list[dict[str, Any]]:
-        """Each agent-measured GPU's latest run and state, with that run's transformers and suite (of one model, or
-        all)."""
-        where = " AND d.gpu_model = ?" if model else ""
-        return self._dicts(
-            "SELECT d.*, r.transformers, r.suite FROM device_latest d JOIN runs r USING (run_id) "
-            f"WHERE d.gpu_name IS NOT NULL AND d.source = 'agent'{where}",
-            [model] if model else [],
-        )
-
-    def health_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
-        """(device, figure, value, peak fraction, SM clock, suite) from each GPU's latest run that measured the
-        figure."""
-        where = " AND l.gpu_model = ?" if model else ""
-        return self._rows(
-            "SELECT l.device_id, l.figure, l.value, l.peak_fraction, l.sm_clock_mhz, r.suite FROM latest_figures l "
-            "JOIN runs r USING (run_id) WHERE l.source = 'agent' AND l.gpu_name IS NOT NULL "
-            f"AND l.figure IN (SELECT unnest(?::VARCHAR[])){where}",
-            [figures, *([model] if model else [])],
-        )
-
-    def health_history(self, figures: list[str], model: str | None = None) -> list[Row]:
-        """(device, figure, [its kept measurements, newest first]) of each agent-measured GPU (``health_history``),
-        those of the suite that measured the newest only: the suites time alike figures differently (the health
-        profile's matmul is not the standard suite's), so a GPU run under both is not held against the other's."""
-        where = " AND gpu_model = ?" if model else ""
-        return self._rows(
-            f"""SELECT device_id, figure, list(value ORDER BY started_at DESC) FROM (
-                    SELECT device_id, figure, value, started_at, suite,
-                           arg_max(suite, started_at) OVER (PARTITION BY device_id, figure) AS newest
-                    FROM health_history WHERE figure IN (SELECT unnest(?::VARCHAR[])){where})
-                WHERE suite IS NOT DISTINCT FROM newest GROUP BY device_id, figure""",
-            [figures, *([model] if model else [])],
-        )
-
-    def gpu_history(self, device: str) -> list[dict[str, Any]]:
-        """Every run of one GPU, newest first, with its key figures."""
-        return self._dicts(
-            """SELECT h.*, c.ecc_uncorrected_aggregate_after AS ecc_uncorrected, c.remapped_rows_uncorrectable_after
-                      AS remapped_uncorrectable, c.pcie_replays_during AS pcie_replays, c.xid_count
-               FROM (SELECT * FROM device_runs WHERE device_id = ?) h
-               LEFT JOIN gpu_counters c ON c.run_id = h.run_id AND c.gpu_index IS NOT DISTINCT FROM h.gpu_index
-               ORDER BY h.started_at DESC""",
-            [device],
-        )
-
-    def version_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
-        """(model, figure, torch, cuda, driver, first seen, [each device's latest value]) per software version."""
-        where = " AND gpu_model = ?" if model else ""
-        return self._rows(
-            f"""SELECT gpu_model, figure, torch, cuda, driver, min(first_at) AS first, list(value ORDER BY device_id)
-                FROM version_figures WHERE figure IN (SELECT unnest(?::VARCHAR[])){where}
-                GROUP BY gpu_model, figure, torch, cuda, driver ORDER BY gpu_model, figure, first""",
-            [figures, *([model] if model else [])],
-        )
-
-    def latest_counters(self, model: str | None = None) -> list[dict[str, Any]]:
-        """Each agent-measured GPU's error counters as its latest run ended, with the XIDs seen in that run."""
-        where = " AND d.gpu_model = ?" if model else ""
-        columns = ", ".join(f"g.{name}_after AS {name}" for name, _ in COUNTERS)
-        return self._dicts(
-            f"""SELECT d.device_id, d.gpu_model, d.card, d.hostname, {columns},
-                       CAST(json_array_length(g.xid_events) AS INTEGER) AS xid_count,
-                       CAST(json_extract(g.xid_events, '$[*].xid') AS INTEGER[]) AS xids
-                FROM device_latest d JOIN gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
-                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL{where}""",
-            [model] if model else [],
-        )
-
-    # -- baselines ---------------------------------------------------------------------------------------------
-
-    def baselines(self) -> list[Row]:
-        """(bundle JSON, origin) of every stored baseline, bundled ones included."""
-        return self._rows("SELECT bundle, origin FROM baselines ORDER BY origin, imported_at, id")
-
-    def baseline_list(self) -> list[dict[str, Any]]:
-        """Each stored baseline with its cards, figures, GPUs and runs at a glance."""
-        return self._dicts(
-            """SELECT b.id, b.name, b.origin, b.collector, b.exported_at, b.imported_at, b.figures_version,
-                      list(DISTINCT f.card ORDER BY f.card) AS cards, list(DISTINCT f.suite ORDER BY f.suite) AS suites,
-                      any_value(f.kind) AS kind, count(f.figure) AS figures, max(f.gpus) AS gpus, max(f.runs) AS runs,
-                      min(f.first_day) AS first_day, max(f.last_day) AS last_day
-               FROM baselines b LEFT JOIN baseline_figures f ON f.baseline_id = b.id
-               GROUP BY ALL ORDER BY b.origin DESC, b.imported_at, b.id"""
-        )
-
-    def baseline_measurements(
-        self,
-        model: str | None = None,
-        since: object = None,
-        tags: dict[str, str] | None = None,
-        suite: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Every figure value of agent-measured GPUs in healthy conditions (no other process on the GPU, no thermal or
-        hardware slowdown, no result flagged busy, throttled, wrong or above the datasheet), with its card, suite,
-        date and software: what a baseline is built from. ``model``: a regular expression matched against the card
-        (case-insensitive); ``since``: runs started then or later; ``tags``: runs carrying each of them."""
-        where: list[str] = []
-        params: list[object] = []
-        if model:
-            try:
-                re.compile(model)
-            except re.error as exc:
-                raise BadRequest(f"model {model!r} is not a regular expression: {exc}") from None
-            where.append("regexp_matches(d.card, ?, 'i')")
-            params.append(model)
-        if since is not None:
-            where.append("d.started_at >= ?")
-            params.append(since)
-        if suite:
-            where.append("r.suite = ?")
-            params.append(suite)
-        for key, value in (tags or {}).items():
-            where.append("json_extract_string(r.tags, ?) = ?")
-            params += ['$."' + key.replace('"', "") + '"', value]
-        extra = "".join(f" AND {w}" for w in where)
-        slowdowns = ", ".join(f"'{r}'" for r in sorted(SLOWDOWN_REASONS))
-        try:
-            return self._query_measurements(slowdowns, extra, params)
-        except duckdb.InvalidInputException as exc:  # a model pattern RE2 cannot read
-            raise BadRequest(f"model {model!r} is not a regular expression: {str(exc).splitlines()[0]}") from None
-
-    def _query_measurements(self, slowdowns: str, extra: str, params: list[object]) -> list[dict[str, Any]]:
-        return self._dicts(
-            f"""SELECT d.card, d.gpu_name, d.device_id, r.suite, f.figure, f.value, d.started_at, d.driver, d.cuda,
-                       d.torch, r.transformers
-                FROM figures f
-                JOIN device_runs d ON d.run_id = f.run_id AND d.gpu_index IS NOT DISTINCT FROM f.gpu_index
-                JOIN runs r ON r.run_id = f.run_id
-                WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL AND coalesce(d.other_processes, 0) = 0
-                  AND NOT list_has_any(coalesce(d.throttle_reasons_seen, []), [{slowdowns}])
-                  AND NOT EXISTS (SELECT 1 FROM results x WHERE x.run_id = f.run_id
-                                  AND x.gpu_index IS NOT DISTINCT FROM f.gpu_index
-                                  AND list_has_any(coalesce(x.flags, []), ['busy', 'throttled', 'above_peak',
-                                                                          'wrong_result'])){extra}
-                ORDER BY d.card, f.figure, d.device_id, d.started_at""",
-            params,
-        )
-
-    # -- multi-GPU machines ------------------------------------------------------------------------------------
-
-    def machines(self) -> list[dict[str, Any]]:
-        return self._dicts("SELECT * EXCLUDE (started_at) FROM machine_latest ORDER BY hostname, world_size")
-
-    def machine_points(self) -> list[Row]:
-        """(collective, machine label, bytes, bus bandwidth) of each machine's latest runs."""
-        return self._rows(
-            """SELECT op, hostname || ' · ' || coalesce(card, '?') || ' ×' || world_size, bytes, busbw_gbps
-               FROM machine_points ORDER BY 1, 2, 3"""
         )

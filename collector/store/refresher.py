@@ -14,9 +14,9 @@ from contextlib import suppress
 
 import duckdb
 
-from ..figures import compute_sql
 from . import aggregates
 from .failure import STORAGE_ERRORS
+from .figures import compute_sql
 
 log = logging.getLogger(__name__)
 

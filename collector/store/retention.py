@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 
 from .archive import FOLDERS, ArchiveFolder, Observe
+from .errors import NotFound
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,33 @@ STEPS = (*(f"written {f}" for f in FOLDERS), "committed", *(f"published {f}" for
 
 def default_folder(db: Path) -> Path:
     return db.with_name(db.name + ".archive")
+
+
+def stored_payload(cur: duckdb.DuckDBPyConnection, folder: ArchiveFolder, run_id: str) -> bytes:
+    """A run's stored (gzip-compressed) JSON, from the database or, for an archived run, from its archive file."""
+    row = cur.execute("SELECT payload FROM runs WHERE run_id = TRY_CAST(? AS UUID)", [run_id]).fetchone()
+    if row is None:
+        raise NotFound(f"no run {run_id}")
+    payload = bytes(row[0])
+    if payload == ARCHIVED_PAYLOAD:
+        where = cur.execute(
+            "SELECT CAST(day AS VARCHAR), batch FROM archived_runs WHERE run_id = ?::UUID", [run_id]
+        ).fetchone()
+        found = folder.payload(run_id, *where) if where else None
+        if found is None:
+            raise NotFound(f"run {run_id} was archived, and its archive file is not in {folder.root.name}")
+        payload = found
+    return payload
+
+
+def archive_due(
+    cur: duckdb.DuckDBPyConnection, folder: ArchiveFolder, days: int, summarised_before: int, observe: Observe | None
+) -> int:
+    """Every run due now, batch after batch (``archive``, with no writer on the file); the runs moved."""
+    moved = 0
+    while done := archive_batch(cur, folder, days, summarised_before=summarised_before, observe=observe):
+        moved += done
+    return moved
 
 
 def archive_batch(

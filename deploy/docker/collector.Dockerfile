@@ -10,7 +10,7 @@ COPY agent ./agent
 COPY schemas ./schemas
 COPY collector ./collector
 RUN python -m pip install --no-cache-dir ".[collector]" \
- && python -c "import collector.server, duckdb; print('flopfleet-collector on duckdb', duckdb.__version__)" \
+ && python -c "import collector.web.server, duckdb; print('flopfleet-collector on duckdb', duckdb.__version__)" \
  && useradd --system --uid 10001 --home-dir /data flopfleet && mkdir -p /data && chown flopfleet /data
 
 USER flopfleet

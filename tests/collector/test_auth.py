@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.auth import reads_need_token
-from collector.settings import Settings
-from collector.tokens import TokenError, TokenStore, token_file
+from collector.web.auth import reads_need_token
+from collector.web.settings import Settings
+from collector.web.tokens import TokenError, TokenStore, token_file
 from tests.conftest import collector_cli
 from tests.factories import matmul, run_dict
 from tests.servers import Collector, serve_collector

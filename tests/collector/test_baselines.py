@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from agent.check import judge_locally
+from collector.read.views import fleet_health
 from collector.store import Store
-from collector.views import fleet_health
 from schemas import RunSubmission
 from schemas.baselines import BaselineIndex, bundled, card_key, parse_bundle
 from schemas.verdicts import Level, baseline_reference
@@ -518,7 +518,7 @@ def test_published_tables_are_baselines_and_an_older_collectors_table_becomes_on
 
 
 def _stored(store: Store) -> list[tuple[Any, str]]:
-    from collector.baselines import load_all
+    from collector.analysis.baselines import load_all
 
     return load_all(store.reads().baselines())
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.security import CSP, allowed_hosts, host_allowed
+from collector.web.security import CSP, allowed_hosts, host_allowed
 from tests.factories import matmul, run_dict
 from tests.servers import Collector, serve_collector
 

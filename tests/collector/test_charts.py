@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html import unescape
 
-from collector.compare import Series
+from collector.analysis.compare import Series
 from collector.render.numbers import size
 from collector.render.svg import LEGEND_CHARS, H, bar_chart, line_chart, strip_chart
 

@@ -12,7 +12,7 @@ import pytest
 from agent.config import UploadConfig
 from agent.spool import spooled
 from agent.upload import deliver, new_client
-from collector.validation import MAX_AHEAD
+from collector.analysis.parse import MAX_AHEAD
 from tests.conftest import collector_cli
 from tests.factories import make_run, matmul
 from tests.servers import Collector

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import CollectorError, MissingDatabase
-from collector.settings import Settings
+from collector.store.errors import CollectorError, MissingDatabase
+from collector.web.settings import Settings
 from tests.conftest import ROOT
 
 

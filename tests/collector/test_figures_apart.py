@@ -10,9 +10,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from collector.figures import compute_sql
+from collector.read.views import charts, comparison
 from collector.store import Store
-from collector.views import charts, comparison
+from collector.store.figures import compute_sql
 from tests.factories import bandwidth, inference, layer, make_run
 
 COPY_GBPS = 4230.0

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.http_limits import FD_RESERVE
+from collector.web.http_limits import FD_RESERVE
 from tests.servers import CollectorProcess
 
 LIMITS = {"FLOPFLEET_HEADER_TIMEOUT_S": "1.5", "FLOPFLEET_BODY_TIMEOUT_S": "1.5", "FLOPFLEET_IDLE_TIMEOUT_S": "1"}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.machines import link_summary, multi_gpu_machines
-from collector.report import build_report
+from collector.analysis.machines import link_summary, multi_gpu_machines
+from collector.read.report import build_report
 from collector.store import Store
 from schemas import RunSubmission
 from tests.factories import gpu, make_run, timing

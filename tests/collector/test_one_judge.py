@@ -14,10 +14,10 @@ from pydantic import ValidationError
 
 from agent.check import judge_locally
 from agent.suites import HEALTH
-from collector.figures import BY_KEY, MATCHED
-from collector.health import wire
+from collector.analysis.health import wire
+from collector.read.views import fleet_health
 from collector.store import Store
-from collector.views import fleet_health
+from collector.store.figures import BY_KEY, MATCHED
 from schemas import RunSubmission
 from schemas.baselines import BaselineIndex, bundled
 from schemas.health_figures import HEALTH_FIGURES, figure_values, health_figure

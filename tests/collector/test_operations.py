@@ -11,8 +11,8 @@ import httpx
 import pyarrow.dataset as ds
 import pytest
 
-from collector.logs import JsonFormatter
 from collector.store import Store
+from collector.web.logs import JsonFormatter
 from tests.collector.conftest import query
 from tests.conftest import collector_cli
 from tests.factories import bandwidth, layer, make_run, matmul, run_dict
@@ -100,7 +100,7 @@ def test_validation_workers_are_running_before_the_first_run_arrives() -> None:
     import asyncio
     import multiprocessing
 
-    from collector.validation import Validator
+    from collector.web.validation import Validator
 
     validator = Validator(1)
     before = set(multiprocessing.active_children())

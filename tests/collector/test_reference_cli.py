@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from collector.reference import load, parse_reference
+from collector.analysis.reference import load, parse_reference
 from tests.conftest import collector_cli
 from tests.fixture_db import build_fixture_db
 

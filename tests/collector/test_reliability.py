@@ -15,7 +15,7 @@ import httpx
 from agent.config import UploadConfig
 from agent.upload import post
 from collector.store import Store
-from collector.tokens import TokenStore
+from collector.web.tokens import TokenStore
 from schemas import RunSubmission
 from tests.collector.conftest import query
 from tests.factories import make_run, matmul

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.report import build_report
+from collector.read.report import build_report
+from collector.read.views import charts, comparison, fleet_health, version_changes
 from collector.store import Store
-from collector.views import charts, comparison, fleet_health, version_changes
 from tests.fixture_db import build_fixture_db
 
 EXPECTED = Path(__file__).with_name("expected")

@@ -12,10 +12,10 @@ import duckdb
 import pytest
 
 import collector.store.retention as retention
-from collector.errors import QueryFailed, StorageUnavailable
-from collector.report import build_report
+from collector.read.report import build_report
 from collector.store import SUMMARY_TABLES, Store
 from collector.store.archive import ArchiveFolder
+from collector.store.errors import QueryFailed, StorageUnavailable
 from tests.collector.conftest import query
 from tests.factories import bandwidth, make_run, matmul
 
@@ -116,7 +116,7 @@ def test_the_writer_archives_while_runs_arrive_steadily(tmp_path: Path, monkeypa
     a load): the due runs go in small batches between commits, and the arriving runs are all stored."""
     import collector.store.retention as retention
     import collector.store.schedule as schedule
-    from collector.validation import compress, digest
+    from collector.store.commits import compress, digest
 
     monkeypatch.setattr(schedule, "ARCHIVE_FIRST_S", 0.5)
     monkeypatch.setattr(retention, "BATCH_RUNS", 2)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import CollectorError
-from collector.settings import Settings
+from collector.store.errors import CollectorError
+from collector.web.settings import Settings
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "collector.md").read_text(encoding="utf-8")
 

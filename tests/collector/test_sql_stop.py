@@ -16,7 +16,7 @@ import duckdb
 import httpx
 import pytest
 
-from collector.sqlguard import FETCH_ROWS, QueryStop, QueryTimeout, run_query
+from collector.store.sqlguard import FETCH_ROWS, QueryStop, QueryTimeout, run_query
 from tests.conftest import ROOT
 from tests.servers import serve_collector
 

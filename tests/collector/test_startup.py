@@ -1,5 +1,5 @@
 """``serve`` refuses a database file it must not open in one ``error:`` line, with an exit code a supervisor can act
-on (``collector/errors.py``), and leaves the file as it found it."""
+on (``collector/store/errors.py``), and leaves the file as it found it."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from collector.errors import CorruptDatabase, DatabaseBusy, NewerDatabase
 from collector.store import Store
+from collector.store.errors import CorruptDatabase, DatabaseBusy, NewerDatabase
 from tests.collector.conftest import held_open
 from tests.conftest import ROOT
 from tests.factories import make_run, matmul

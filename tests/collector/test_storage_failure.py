@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.tokens import TokenStore
+from collector.web.tokens import TokenStore
 from tests.factories import make_run, matmul
 from tests.servers import CollectorProcess
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from collector.errors import DatabaseBusy, QueryRefused, RunConflict
-from collector.figures import EXTRA, FIGURES, MATCHED
-from collector.sqlviews import VIEWS
 from collector.store import SUMMARY_TABLES, Store
+from collector.store.errors import DatabaseBusy, QueryRefused, RunConflict
+from collector.store.figures import EXTRA, FIGURES, MATCHED
+from collector.store.sqlviews import VIEWS
 from schemas import RunSubmission
 from schemas.health_figures import UNTRUSTED_FLAGS
 from tests.collector.conftest import held_open, query

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.errors import OlderDatabase
+from collector.read.views import fleet_health
 from collector.store import Store
-from collector.views import fleet_health
+from collector.store.errors import OlderDatabase
 from schemas.verdicts import (
     CONFIRM,
     MAX_THRESHOLD,

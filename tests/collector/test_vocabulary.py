@@ -16,10 +16,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from collector.compare import Series
-from collector.figures import BY_KEY
+from collector.analysis.compare import Series
 from collector.render.svg import line_chart, strip_chart
-from collector.sqlviews import ABOUT, UNDER
+from collector.store.figures import BY_KEY
+from collector.store.sqlviews import ABOUT, UNDER
 from schemas.labels import HOSTNAME
 from tests.conftest import ROOT, collector_cli
 from tests.factories import matmul, run_dict

@@ -1,0 +1,46 @@
+"""Prometheus metrics for one app (its own registry, so several apps can live in one process, as tests do)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ..store import Store
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "flopfleet_http_requests", "HTTP requests by route and status", ["method", "route", "status"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "flopfleet_http_request_duration_seconds", "HTTP request latency", ["method", "route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
+        )  # fmt: skip
+        self.runs = Counter("flopfleet_runs_ingested", "Runs stored, by outcome", ["status"], registry=self.registry)
+        self.results = Counter("flopfleet_results_ingested", "Result rows stored", registry=self.registry)
+        self.rejected = Counter(
+            "flopfleet_payloads_rejected", "Posted runs refused, by reason", ["reason"], registry=self.registry
+        )
+        self.db_size = Gauge("flopfleet_db_size_bytes", "DuckDB file plus write-ahead log", registry=self.registry)
+        self.sql = Counter("flopfleet_sql_queries", "SQL queries, by outcome", ["outcome"], registry=self.registry)
+        self.shed = Counter(
+            "flopfleet_http_connections_shed", "Idle or stalled connections closed to make room for new ones",
+            registry=self.registry,
+        )  # fmt: skip
+        self.storage_failed = Gauge(
+            "flopfleet_storage_failed", "1 while the database cannot be written (see /healthz)", registry=self.registry
+        )
+
+    def refusal(self, reason: str, status: int) -> None:
+        """A request refused before it reached the app (``http_limits``), counted with the app's own answers."""
+        if status:
+            self.requests.labels("-", f"(refused: {reason})", str(status)).inc()
+        else:
+            self.shed.inc()
+
+    def render(self, store: Store) -> bytes:
+        self.db_size.set(store.size_bytes())
+        self.storage_failed.set(1 if store.failure is not None else 0)
+        return generate_latest(self.registry)
