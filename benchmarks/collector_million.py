@@ -46,11 +46,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.serving import CollectorProcess  # noqa: E402
-from collector.reference import load  # noqa: E402
+from collector.analysis.reference import load  # noqa: E402
 from collector.store import SUMMARY_TABLES, Store, aggregates, retention  # noqa: E402
 from collector.store.archive import ArchiveFolder  # noqa: E402
 from collector.store.refresher import summarise  # noqa: E402
-from collector.tables import TABLES  # noqa: E402
+from collector.store.tables import TABLES  # noqa: E402
 from schemas import RunSubmission  # noqa: E402
 
 TEMPLATE = ROOT / "docs" / "results" / "h200" / "baseline" / "health-1.json"
