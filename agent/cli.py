@@ -28,14 +28,14 @@ from schemas.terminal import literal
 from schemas.verdicts import EXIT_CODES, Level
 
 from . import __version__, render
-from .config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
 from .errors import AgentError, CollectorRefused, ConfigError, HostBusy
-from .occupancy import check_when_busy
-from .priority import apply as lower_priority
-from .priority import check_priority
+from .machine.occupancy import check_when_busy
+from .machine.priority import apply as lower_priority
+from .machine.priority import check_priority
+from .run.config import RunConfig, UploadConfig, default_spool_dir, parse_gpus, parse_tags
 from .settings import KEYS, Resolved
-from .starvation import decide_host
 from .stop import Stop, stopping_on_signals
+from .timing.starvation import decide_host
 
 #: Bad options, no such device, a run that could not even be spooled, a spool entry that is not a readable run.
 EXIT_FAILED = 1
@@ -144,7 +144,7 @@ def _progress(*, disable: bool) -> Iterator[Callable[[object], None]]:
         said: set[str] = set()
 
         def on_event(event: object) -> None:
-            from .runner import CaseEvent
+            from .run.runner import CaseEvent
 
             assert isinstance(event, CaseEvent)
             progress.update(
@@ -173,7 +173,7 @@ def _first_contact(upload: UploadConfig) -> None:
     collector that cannot be reached now is said, and the run measured and spooled."""
     if not upload.collector_url:
         return
-    from .upload import first_contact, new_client
+    from .run.upload import first_contact, new_client
 
     with new_client() as client:
         note = first_contact(client, upload)
@@ -203,7 +203,7 @@ def _process_age_s() -> float | None:
 
 
 def _default_device() -> str:
-    from .target import default_device
+    from .devices.target import default_device
 
     return default_device()
 
@@ -214,7 +214,7 @@ def info(
     device: DeviceOpt = None,
 ) -> None:
     """Show this machine: software versions and, per GPU, memory, clocks, power limit and PCIe link."""
-    from .machine import describe_machine
+    from .run.describe import describe_machine
 
     machine = describe_machine(device or _default_device())
     if as_json:
@@ -229,12 +229,12 @@ def list_benchmarks(
     device: DeviceOpt = None,
 ) -> None:
     """List every benchmark in a suite with its cases (the names --only and --skip take)."""
-    from .session import targets_for
-    from .suites import suite as find_suite
+    from .harness.suites import suite as find_suite
+    from .run.session import targets_for
 
     chosen = find_suite(suite)
     benchmarks = chosen.benchmarks()
-    from .runner import cases_of, span_of
+    from .run.runner import cases_of, span_of
 
     targets = targets_for(RunConfig(suite=suite, device=device or _default_device(), gpus=None))
     cases = {b.NAME: [c.label for c in cases_of(b, targets[0], span_of(targets))] for b in benchmarks}
@@ -287,7 +287,7 @@ def run(
     or SIGINT, it keeps what it measured (written, posted) and exits 143 or 130.
     """
     from .distributed.nodes import Nodes, from_launcher
-    from .session import execute
+    from .run.session import execute
 
     settings = _settings(config, token, suite=suite, device=device, gpus=gpus, collector=collector,
                          token_file=token_file, spool_dir=spool_dir,
@@ -325,7 +325,7 @@ def run(
 
 def _keep(submission: RunSubmission, run_config: RunConfig, stop: Stop) -> None:
     """Show, write and post a run; the exit code says what became of it (and of a run told to stop)."""
-    from .upload import deliver
+    from .run.upload import deliver
 
     out.print(render.summary_table(submission))
     for line in render.problems(submission):
@@ -335,7 +335,7 @@ def _keep(submission: RunSubmission, run_config: RunConfig, stop: Stop) -> None:
         run_config.output.write_text(submission.model_dump_json(indent=1), encoding="utf-8")
         out.print(literal(f"run written to {run_config.output}"))
     if run_config.upload.collector_url:
-        from .upload import new_client
+        from .run.upload import new_client
 
         # Told to stop, the agent has moments before SIGKILL (Slurm's KillWait, Kubernetes' grace period: 30 s by
         # default): one attempt, then the spool.
@@ -402,10 +402,10 @@ def check(
     """
     import json
 
-    from .check import CheckConfig, baselines_for
-    from .check import check as run_check
-    from .session import execute
-    from .upload import new_client
+    from .run.check import CheckConfig, baselines_for
+    from .run.check import check as run_check
+    from .run.session import execute
+    from .run.upload import new_client
 
     try:
         # The profile is check's own (--suite only): a configured suite is run's.
@@ -435,7 +435,7 @@ def check(
         _settle(check_config.run, settings["jitter"])
 
         def machine_gpus() -> tuple[Gpu, ...]:
-            from .machine import describe_machine
+            from .run.describe import describe_machine
 
             return describe_machine(check_config.run.device).gpus
 
@@ -477,8 +477,8 @@ def push(
 
     Exits 75 when a run is still spooled, 1 when a spool entry is not a readable run (skipped or failed).
     """
-    from .upload import new_client
-    from .upload import push as push_spooled
+    from .run.upload import new_client
+    from .run.upload import push as push_spooled
 
     settings = _settings(config, token, collector=collector, token_file=token_file,
                          spool_dir=spool_dir)  # fmt: skip
@@ -532,7 +532,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         if os.environ.get("FLOPFLEET_PLUGINS"):
-            from .plugins import load_plugins
+            from .harness.plugins import load_plugins
 
             load_plugins(os.environ)
         plain_help(app)()

@@ -18,11 +18,11 @@ from schemas.terminal import LEVEL_STYLE, literal
 from schemas.verdicts import FigureVerdict, GpuVerdict, Level
 
 from .benchmarks import AnyBenchmark
-from .counters import alarms
-from .runner import CaseEvent
+from .harness.suites import Suite
+from .machine.counters import alarms
+from .run.runner import CaseEvent
+from .run.upload import Delivery
 from .settings import Resolved
-from .suites import Suite
-from .upload import Delivery
 
 
 def _opt(value: object, unit: str = "") -> str:

@@ -24,7 +24,9 @@ def test_the_collector_never_imports_torch() -> None:
 
 
 def test_the_agent_never_imports_collector_dependencies() -> None:
-    loaded = _imported_after("import agent.cli, agent.session, agent.upload, agent.runner, agent.suites")
+    loaded = _imported_after(
+        "import agent.cli, agent.run.session, agent.run.upload, agent.run.runner, agent.harness.suites"
+    )
     assert not loaded & {"duckdb", "fastapi", "uvicorn", "pyarrow", "starlette", "collector"}
 
 

@@ -26,9 +26,9 @@ from typing import Any
 from schemas import Result
 from schemas.timeline import ProcessTimes
 
-from ..cases import Measured
+from ..devices.target import Target
 from ..errors import ChildGone
-from ..target import Target
+from ..harness.cases import Measured
 from ..timing import TimingPolicy
 from .base import Finisher, Job, Progress, process_times
 

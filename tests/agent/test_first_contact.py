@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from agent.check import NO_GPU
+from agent.run.check import NO_GPU
 from collector.tokens import TokenStore
 from schemas.helpscreen import plain_help
 from tests.conftest import ROOT, agent_cli

@@ -29,10 +29,10 @@ from schemas.health_figures import HEALTH_FIGURES, figure_values
 from schemas.judgement import GpuFacts, Measured, Reading, judge_gpu
 from schemas.verdicts import EXIT_CODES, GpuVerdict, Level, minimum_threshold, threshold_from_spread, worst
 
+from ..devices import device
+from ..errors import AgentError, ConfigError
+from ..harness.suites import HEALTH
 from .config import RunConfig
-from .devices import device
-from .errors import AgentError, ConfigError
-from .suites import HEALTH
 from .upload import Delivery, deliver
 
 #: Why a machine without a GPU is UNKNOWN without measuring anything (the health profile takes minutes on a CPU).

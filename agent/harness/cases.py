@@ -32,14 +32,14 @@ from schemas import (
 )
 from schemas.base import WireModel
 
-from .benchmarks import AnyBenchmark, Benchmark, Case, Outcome
-from .errors import Unsupported, is_oom
-from .monitor import Monitor
-from .nvml import slowed_down
-from .physics import ABOVE_PEAK, peak_fraction
-from .starvation import Remeasure, starved
-from .target import Target
-from .timing import BurstPolicy, Timed, TimingPolicy
+from ..benchmarks import AnyBenchmark, Benchmark, Case, Outcome
+from ..devices.physics import ABOVE_PEAK, peak_fraction
+from ..devices.target import Target
+from ..errors import Unsupported, is_oom
+from ..machine.monitor import Monitor
+from ..machine.nvml import slowed_down
+from ..timing import BurstPolicy, Timed, TimingPolicy
+from ..timing.starvation import Remeasure, starved
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from urllib.parse import urlsplit
 
 from schemas.results import AttentionImplementation
 
-from .devices import KINDS, device
-from .distributed.nodes import Nodes
-from .errors import ConfigError
-from .launchers import ISOLATIONS, Isolation
-from .occupancy import DEFAULT_WAIT_S, WhenBusy, check_when_busy
-from .priority import Priority, check_priority
+from ..devices import KINDS, device
+from ..distributed.nodes import Nodes
+from ..errors import ConfigError
+from ..launchers import ISOLATIONS, Isolation
+from ..machine.occupancy import DEFAULT_WAIT_S, WhenBusy, check_when_busy
+from ..machine.priority import Priority, check_priority
 
 ATTENTION: tuple[AttentionImplementation, ...] = ("sdpa", "eager", "flash_attention_2")
 _TAG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,63})=(.{0,256})$")

@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import Unsupported
+from ..errors import Unsupported
 from .llama import LlamaShape, native_gqa
 from .llama_ops import Ops, TorchOps
 

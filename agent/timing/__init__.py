@@ -246,7 +246,7 @@ class Phases:
     warmup_s: float
     capture_s: float = 0.0
     settled: bool | None = None
-    host_wait: float | None = None  # agent/starvation.py: what the window got of the host
+    host_wait: float | None = None  # agent/timing/starvation.py: what the window got of the host
     device_idle: float | None = None
     launch_share: float | None = None
 
@@ -282,7 +282,7 @@ class Idle:
     each, the fastest seen, so idleness is never overstated); enqueued back to back, a batch leaves the device idle
     there only where the host fell behind. Within them: the host's time to launch each batch (its flushes, events
     and calls) against the device's time to run it, near 1 where the device could only follow the host, which idle
-    between repeats does not show (agent/starvation.py)."""
+    between repeats does not show (agent/timing/starvation.py)."""
 
     flush_s: float
     span_s: float = 0.0  # batches of several repeats

@@ -19,7 +19,7 @@ import os
 import platform
 from typing import Literal
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ from importlib import metadata
 
 from schemas import Gpu, Host, Software
 
-from . import __version__
-from .devices import device
-from .devices.cpu import cpu_model, memory_bytes
-from .devices.cuda import nccl_version
-from .nvml import GpuFacts, Nvml, normalize_uuid, smi_facts
-from .target import Target
+from .. import __version__
+from ..devices import device
+from ..devices.cpu import cpu_model, memory_bytes
+from ..devices.cuda import nccl_version
+from ..devices.target import Target
+from ..machine.nvml import GpuFacts, Nvml, normalize_uuid, smi_facts
 
 
 def host() -> Host:

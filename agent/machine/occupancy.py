@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 WhenBusy = Literal["skip", "wait", "measure"]
 WHEN_BUSY: tuple[WhenBusy, ...] = ("skip", "wait", "measure")
@@ -57,7 +57,7 @@ def check_when_busy(value: str) -> WhenBusy:
 
 
 def survey(nvml: Any, handles: Mapping[int, Any]) -> dict[int, Occupancy]:
-    """Each GPU's occupancy now (by torch index), through an open ``agent.nvml.Nvml``: every GPU is read in each
+    """Each GPU's occupancy now (by torch index), through an open ``agent.machine.nvml.Nvml``: every GPU is read in each
     of the ``READS`` rounds, so the survey takes the same 0.2 s on one GPU or eight."""
     utilisation: dict[int, list[int]] = {index: [] for index in handles}
     for attempt in range(READS):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from schemas import TimingStats
 
-from .priority import LOWEST_NICE
+from ..machine.priority import LOWEST_NICE
 
 #: A measurement whose threads waited this share of the time they were ready to run is starved: single-threaded
 #: CPU-bound work is then 1 / (1 - share) times slower than with a CPU to itself (1.67x at 0.4), and work split over

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from schemas import RunSubmission
 
-from .errors import NotARegularFile, SpoolError
+from ..errors import NotARegularFile, SpoolError
 
 #: Four times what a collector takes by default (64 MiB): anything larger is not a run of ours.
 MAX_SPOOL_FILE_BYTES = 256 * 1024 * 1024

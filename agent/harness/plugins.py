@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
-from .benchmarks import REGISTRY, AnyBenchmark
-from .errors import ConfigError
+from ..benchmarks import REGISTRY, AnyBenchmark
+from ..errors import ConfigError
 from .suites import SUITES, Suite
 
 ENV = "FLOPFLEET_PLUGINS"

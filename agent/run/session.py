@@ -13,20 +13,22 @@ from schemas import SCHEMA_VERSION, Gpu, Result, RunSubmission
 from schemas.environment import MAX_SAMPLES
 from schemas.timeline import Timeline
 
-from . import __version__, occupancy, probe
-from .benchmarks import Benchmark, Span
-from .cases import failed_result
+from .. import __version__
+from ..benchmarks import Benchmark, Span
+from ..devices import device
+from ..devices.target import Target, find_targets
+from ..harness.cases import failed_result
+from ..harness.suites import suite
+from ..launchers import launchers_for
+from ..machine import occupancy
+from ..machine.counters import XidWatch
+from ..machine.monitor import Monitor, RunState
+from ..machine.nvml import Nvml, open_nvml
+from ..stop import Stop
+from ..timing import process_started
+from . import probe
 from .config import RunConfig
-from .counters import XidWatch
-from .devices import device
-from .launchers import launchers_for
-from .monitor import Monitor, RunState
-from .nvml import Nvml, open_nvml
 from .runner import ProgressFn, run_cases
-from .stop import Stop
-from .suites import suite
-from .target import Target, find_targets
-from .timing import process_started
 
 
 def targets_for(config: RunConfig) -> list[Target]:

@@ -14,13 +14,13 @@ from typing import Any
 
 from schemas import Gpu, Result
 
-from .benchmarks import AnyBenchmark, Benchmark, Case, GroupBenchmark, Span
-from .launchers import Counted, Finisher, Job, Launchers
-from .launchers.inline import InlineLauncher
-from .monitor import Monitor
-from .stop import Stop
-from .target import Target
-from .timing import TimingPolicy
+from ..benchmarks import AnyBenchmark, Benchmark, Case, GroupBenchmark, Span
+from ..devices.target import Target
+from ..launchers import Counted, Finisher, Job, Launchers
+from ..launchers.inline import InlineLauncher
+from ..machine.monitor import Monitor
+from ..stop import Stop
+from ..timing import TimingPolicy
 
 
 @dataclass(frozen=True)

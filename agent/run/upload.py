@@ -28,8 +28,8 @@ import httpx
 from schemas import RunAccepted, RunSubmission
 from schemas.api import RUNS_PATH, TOKEN_PATH, TokenInfo
 
+from ..errors import CollectorRefused, NoAnswer, NotARegularFile, SpoolError
 from .config import UploadConfig
-from .errors import CollectorRefused, NoAnswer, NotARegularFile, SpoolError
 from .spool import entries, read_spooled, write_spool
 
 log = logging.getLogger(__name__)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from .devices import Device, DeviceKind, default_kind, device
+from . import Device, DeviceKind, default_kind, device
 
 if TYPE_CHECKING:
     import torch
 
-    from .timing import Clock, Timer
+    from ..timing import Clock, Timer
 
 __all__ = ["DeviceKind", "Target", "cpu_target", "cuda_targets", "default_device", "find_targets", "target_for"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import compat
+from .. import compat
 
 if TYPE_CHECKING:
     import torch

@@ -19,7 +19,7 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import Unsupported
+from ..errors import Unsupported
 
 if TYPE_CHECKING:
     import torch

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from schemas import Machine
 
+from ..devices.target import find_targets
+from ..machine.nvml import open_nvml
 from . import probe
-from .nvml import open_nvml
-from .target import find_targets
 
 
 def describe_machine(device: str) -> Machine:

@@ -14,18 +14,18 @@ from typing import Any
 
 from schemas.results import AttentionImplementation, InferenceImplementation
 
-from .benchmarks import REGISTRY, AnyBenchmark, benchmark_class
-from .benchmarks.bandwidth import BandwidthGrid
-from .benchmarks.collective import CollectiveGrid
-from .benchmarks.data_parallel import DataParallelGrid
-from .benchmarks.inference import InferenceGrid
-from .benchmarks.layers import LayerGrid
-from .benchmarks.mamf import MamfGrid
-from .benchmarks.matmul import MatmulGrid
-from .benchmarks.training import TrainingGrid
-from .benchmarks.transfer import TransferGrid
-from .errors import ConfigError
-from .timing import GroupPolicy, TimingPolicy
+from ..benchmarks import REGISTRY, AnyBenchmark, benchmark_class
+from ..benchmarks.bandwidth import BandwidthGrid
+from ..benchmarks.collective import CollectiveGrid
+from ..benchmarks.data_parallel import DataParallelGrid
+from ..benchmarks.inference import InferenceGrid
+from ..benchmarks.layers import LayerGrid
+from ..benchmarks.mamf import MamfGrid
+from ..benchmarks.matmul import MatmulGrid
+from ..benchmarks.training import TrainingGrid
+from ..benchmarks.transfer import TransferGrid
+from ..errors import ConfigError
+from ..timing import GroupPolicy, TimingPolicy
 
 KiB = 1 << 10
 MiB = 1 << 20
