@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.benchmarks.flops import decode_step_bytes, kv_cache_bytes, prefill_flops
-from agent.models.families import llama, llama_torch
+from agent.models import llama, llama_torch
 from benchmarks.inference_profile import capture, category
 from schemas import match_spec
 

@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from agent.benchmarks.flops import decode_step_bytes, kv_cache_bytes
-from agent.models.families import llama
+from agent.models import llama
 from schemas import match_spec
 
 MATMUL = ("gemm", "gemv", "xmma", "cutlass", "cublas", "splitk", "matmul")

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent import compat
 from agent.harness.suites import STANDARD
-from agent.models.families import families
+from agent.models import families
 
 
 def cells(name: str) -> list[tuple[str, int, int, str]]:

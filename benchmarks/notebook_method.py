@@ -19,7 +19,7 @@ import torch
 from torch.utils import benchmark
 
 from agent.benchmarks.flops import layer_flops
-from agent.models.families import families
+from agent.models import families
 
 #: (block, model, seq_lens, batches) as in the notebook.
 LAYERS = (

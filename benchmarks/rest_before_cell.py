@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent import compat
-from agent.models.families import families
+from agent.models import families
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ from .llama_ops import TorchOps
 if TYPE_CHECKING:
     import torch
 
-    from .llama_torch import KVCache
+    from .kv_cache import KVCache
 
 
 @triton.jit

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from .llama_torch import KVCache
+    from .kv_cache import KVCache
 
 
 class Ops(Protocol):

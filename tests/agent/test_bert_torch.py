@@ -14,7 +14,7 @@ from agent.benchmarks.bert_torch import TorchBertLayerBenchmark, torch_bert_laye
 from agent.benchmarks.layers import LayerGrid
 from agent.errors import Unsupported
 from agent.harness.suites import HEALTH
-from agent.models.families import families
+from agent.models import families
 from schemas.health_figures import health_figure
 from tests.conftest import ROOT
 

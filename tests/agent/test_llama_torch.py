@@ -15,7 +15,7 @@ import pytest
 
 from agent.benchmarks.inference import InferenceBenchmark, InferenceGrid
 from agent.errors import Unsupported
-from agent.models.families import llama, llama_torch
+from agent.models import llama, llama_torch
 from tests.conftest import ROOT, needs_inference, needs_triton
 
 SHAPE = llama.SHAPES["llama-tiny"]
@@ -174,7 +174,7 @@ def test_the_triton_kernels_build_for_hopper_without_a_gpu() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from agent.models.families import llama_kernels as k
+    from agent.models import llama_kernels as k
 
     pointers = {"*bf16": ("x_ptr", "w_ptr", "out_ptr", "qkv_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_ptr", "v_ptr",
                           "gate_up_ptr", "norm_ptr")}  # fmt: skip

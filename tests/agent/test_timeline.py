@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.benchmarks.training import dense_params
-from agent.models.families import families
+from agent.models import families
 from tests.conftest import ROOT
 
 

@@ -8,7 +8,7 @@ import pytest
 from agent.benchmarks.inference import InferenceBenchmark, InferenceGrid
 from agent.devices.target import cuda_targets
 from agent.machine.monitor import Monitor
-from agent.models.families import llama
+from agent.models import llama
 from agent.run.runner import run_cases
 from agent.timing import TimingPolicy
 

@@ -17,11 +17,11 @@ from schemas.labels import HOSTNAME, describe, headline, human_bytes
 from schemas.terminal import LEVEL_STYLE, literal
 from schemas.verdicts import FigureVerdict, GpuVerdict, Level
 
-from .benchmarks import AnyBenchmark
-from .harness.suites import Suite
-from .machine.counters import alarms
-from .run.runner import CaseEvent
-from .run.upload import Delivery
+from ..benchmarks import AnyBenchmark
+from ..harness.suites import Suite
+from ..machine.counters import alarms
+from ..run.runner import CaseEvent
+from ..run.upload import Delivery
 from .settings import Resolved
 
 
