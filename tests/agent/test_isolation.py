@@ -65,7 +65,7 @@ def test_every_way_a_benchmark_can_fail_leaves_a_complete_posted_run(collector: 
 
 
 def test_a_hung_case_is_stopped_even_when_it_ignores_sigterm(tmp_path: Path) -> None:
-    from agent.launchers.process import TERM_GRACE_S
+    from agent.launchers.handle import TERM_GRACE_S
 
     script = tmp_path / "ignore_term.py"  # a plugin whose hang ignores SIGTERM: the watchdog must SIGKILL it
     script.write_text(

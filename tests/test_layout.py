@@ -1,0 +1,149 @@
+"""The packages' layout: small modules, no import circle, and each package's layers importing only downwards.
+
+Imports are read from the source with ``ast``, relative ones resolved; imports inside functions count (a lazy import
+is still an edge), imports under ``if TYPE_CHECKING:`` do not (they never run). Each package's checks are a
+function of its own (``test_agent_layout``); the helpers take the package's name.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A module longer than this is a sign to split it (docs/architecture.md, /work/shared/STYLE.md).
+MAX_LINES = 400
+
+#: The agent's layers, lowest first (docs/architecture.md, "agent/"): a module imports only from its own layer's
+#: package or from layers below it. Layer 0 is the package's own top-level modules, which any module may import.
+AGENT_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("agent", "agent.errors", "agent.compat", "agent.stop"),
+    ("agent.machine",),
+    ("agent.timing",),
+    ("agent.devices",),
+    ("agent.models",),
+    ("agent.distributed",),
+    ("agent.benchmarks",),
+    ("agent.harness",),
+    ("agent.launchers",),
+    ("agent.run",),
+    ("agent.cli",),
+    ("agent.__main__",),
+)
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _statements(nodes: Iterable[ast.AST]) -> Iterator[ast.Import | ast.ImportFrom]:
+    for node in nodes:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _statements(node.orelse)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        else:
+            yield from _statements(ast.iter_child_nodes(node))
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` that ``path`` imports: ``from .x import y`` names module ``x.y`` where there is
+    one, else ``x``."""
+    me = _name(path)
+    here = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _statements([ast.parse(path.read_text(encoding="utf-8"))]):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            names = [f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base for a in node.names]
+        for name in names:
+            while name and not _is_module(name):
+                name = name.rpartition(".")[0]
+            if name.split(".")[0] == package and name != me:
+                found.add(name)
+    return found
+
+
+def _sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    return {_name(path): _imports(path, package) for path in _sources(package)}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            if component:
+                cycles.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def _too_long(package: str) -> dict[str, int]:
+    lengths = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in _sources(package)}
+    return {path: n for path, n in lengths.items() if n > MAX_LINES}
+
+
+def _layer_of(module: str, layers: tuple[tuple[str, ...], ...]) -> tuple[int, str]:
+    """The layer of ``module`` and the name it is placed by (its package, or itself at layer 0)."""
+    for number, members in enumerate(layers):
+        for member in members:
+            if module == member or (member.count(".") == 1 and module.startswith(member + ".")):
+                return number, member
+    raise AssertionError(f"{module} is in no layer: add it to the package's layers here and in docs/architecture.md")
+
+
+def _upward(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Imports from a lower layer into a higher one, or across two packages of one layer (layer 0 aside)."""
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        mine, home = _layer_of(module, layers)
+        for other in sorted(imported):
+            theirs, there = _layer_of(other, layers)
+            if theirs > mine or (theirs == mine and mine > 0 and there != home):
+                wrong.append(f"{module} -> {other}")
+    return wrong
+
+
+def test_agent_layout() -> None:
+    graph = _graph("agent")
+    assert {"agent.devices.target", "agent.run.probe", "agent.models.llama_torch"} <= graph.keys()
+    assert "agent.devices.target" in graph["agent.run.probe"]  # the walk sees imports…
+    assert "agent.models.llama_kernels" in graph["agent.models.llama_torch"]  # …lazy ones too
+    assert _too_long("agent") == {}
+    assert _cycles(graph) == []
+    assert _upward(graph, AGENT_LAYERS) == []
