@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.benchmarks.bert_torch import TorchBertLayerBenchmark
 from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
-from agent.monitor import Monitor
-from agent.runner import run_cases
-from agent.suites import HEALTH, STANDARD
-from agent.target import cuda_targets
+from agent.devices.target import cuda_targets
+from agent.harness.suites import HEALTH, STANDARD
+from agent.machine.monitor import Monitor
+from agent.run.runner import run_cases
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The collector past its capacity: many agents posting at once against ``FLOPFLEET_MAX_POSTS_IN_FLIGHT``. Each
 client posts its runs one after another and, on 429, waits Retry-After spread by up to half again, as the agent
-does (agent/upload.py). Per load (clients as a multiple of the limit): how many posts were told to wait, how fast
+does (agent/run/upload.py). Per load (clients as a multiple of the limit): how many posts were told to wait, how fast
 that answer came, how long accepted posts took, how long the slowest run took to land, and that every run landed.
 The same load against a collector without the limit (``--unlimited``, in-flight limit 10,000) shows what the limit
 buys: accepted posts stay fast instead of all of them slowing together.

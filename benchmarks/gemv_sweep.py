@@ -1,5 +1,5 @@
-"""The lean Llama's batch-1 projections (agent/llama_kernels.py ``_gemv``) over tile configurations, against cuBLAS,
-then the whole decode step with the best of them: which ``GemvConfig`` the lean path ships with, measured.
+"""The lean Llama's batch-1 projections (agent/models/llama_kernels.py ``_gemv``) over tile configurations, against
+cuBLAS, then the whole decode step with the best of them: which ``GemvConfig`` the lean path ships with, measured.
 
     python3 benchmarks/gemv_sweep.py --out DIR          # on the GPU; JSON in DIR/gemv-sweep.json, a table last
 
@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent import llama, llama_torch
-from agent.flops import decode_step_bytes, kv_cache_bytes
+from agent.benchmarks.flops import decode_step_bytes, kv_cache_bytes
+from agent.models import llama, llama_torch
 from benchmarks.inference_profile import capture
 
 CONFIGS = [(4, 1024, 4), (8, 512, 4), (8, 1024, 4), (8, 1024, 8), (16, 512, 4), (16, 1024, 8), (32, 512, 8),
@@ -36,7 +36,7 @@ CONTEXT = 1024
 
 def projections(shape: llama.LlamaShape) -> list[tuple[str, int, int, int, bool]]:
     """(name, n, k, prologue, residual) of each product a batch-1 step makes."""
-    from agent import llama_kernels as k
+    from agent.models import llama_kernels as k
 
     qkv = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
     return [("qkv", qkv, shape.hidden, k.RMS_NORM, False), ("o", shape.hidden, shape.heads * shape.head_dim,
@@ -60,7 +60,7 @@ def projection(device: Any, name: str, n: int, width: int, prologue: int, residu
     import torch
     import triton.testing
 
-    from agent import llama_kernels as k
+    from agent.models import llama_kernels as k
 
     weight = torch.randn(n, width, device=device, dtype=torch.bfloat16)
     x = torch.randn(1, 2 * width if prologue == k.SILU_MUL else width, device=device, dtype=torch.bfloat16)
@@ -115,7 +115,7 @@ def step_ms(decode: llama_torch.LeanDecode, device: Any, replays: int = 60) -> f
 def steps(shape: llama.LlamaShape, device: Any, report: dict[str, Any], top: list[str]) -> None:
     import torch
 
-    from agent import llama_kernels as k
+    from agent.models import llama_kernels as k
 
     torch.manual_seed(0)
     model = llama_torch.LeanLlama(shape, torch.bfloat16, device)

@@ -1,5 +1,5 @@
 """What each run's windows got of the host: per run file, the cells with a host wait and a device idle share, their
-median and largest values, and how many were flagged ``starved`` (agent/starvation.py).
+median and largest values, and how many were flagged ``starved`` (agent/timing/starvation.py).
 
     python benchmarks/host_shares.py RUN.json [RUN.json ...]
 """

@@ -1,5 +1,5 @@
-"""The lean Llama decode path (agent/llama_torch.py) against transformers' on one GPU, in one process: correct first,
-then fast, against ceilings measured in the same process.
+"""The lean Llama decode path (agent/models/llama_torch.py) against transformers' on one GPU, in one process: correct
+first, then fast, against ceilings measured in the same process.
 
     python3 benchmarks/inference_lean.py --out DIR                 # on the GPU: everything below, JSON in DIR
     python3 benchmarks/inference_lean.py --out DIR --model llama-tiny --layers 2     # a smoke run (CPU too)
@@ -34,8 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent import llama, llama_torch
-from agent.flops import decode_step_bytes, kv_cache_bytes, prefill_flops
+from agent.benchmarks.flops import decode_step_bytes, kv_cache_bytes, prefill_flops
+from agent.models import llama, llama_torch
 from benchmarks.inference_profile import capture, category
 from schemas import match_spec
 
@@ -347,7 +347,7 @@ def run(s: Session) -> None:
     batches = tuple(s.args.batches)
     time_decode(s, f"lean {mine.ops.name}", lambda b: llama_torch.LeanDecode(mine, b, CONTEXT), batches)
     if s.cuda and mine.ops.name == "triton":  # the same small kernels with cuBLAS's projections at batch 1 too
-        from agent.llama_kernels import TritonOps
+        from agent.models.llama_kernels import TritonOps
 
         fused, mine.ops = mine.ops, TritonOps(gemv=None)
         time_decode(s, "lean triton, cuBLAS projections", lambda b: llama_torch.LeanDecode(mine, b, CONTEXT), (1,))

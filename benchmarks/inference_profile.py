@@ -23,8 +23,8 @@ import dataclasses
 import sys
 from typing import Any
 
-from agent import llama
-from agent.flops import decode_step_bytes, kv_cache_bytes
+from agent.benchmarks.flops import decode_step_bytes, kv_cache_bytes
+from agent.models import llama
 from schemas import match_spec
 
 MATMUL = ("gemm", "gemv", "xmma", "cutlass", "cublas", "splitk", "matmul")

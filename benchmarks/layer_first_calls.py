@@ -25,8 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent import compat, models
-from agent.suites import STANDARD
+from agent import compat
+from agent.harness.suites import STANDARD
+from agent.models import families
 
 
 def cells(name: str) -> list[tuple[str, int, int, str]]:
@@ -59,13 +60,13 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for name in args.blocks.split(","):
         grid = STANDARD.grids[name]
-        shape = models.SHAPES[grid.model]
+        shape = families.SHAPES[grid.model]
         built: dict[str, Any] = {}
         for index, (dtype, seq, batch, mode) in enumerate(cells(name)):
             if dtype not in built:
                 built.clear()
                 with device:
-                    layer = models.block(shape, kinds[name], "sdpa")
+                    layer = families.block(shape, kinds[name], "sdpa")
                 built[dtype] = layer.to(device=device, dtype=getattr(torch, {"fp16": "float16"}.get(dtype, "bfloat16")))
                 built[dtype].train()
             layer = built[dtype]

@@ -41,9 +41,9 @@ except ImportError:  # an agent from before the standard policy's sustained warm
         return policy
 
 
-from agent.flops import matmul_flops
-from agent.suites import suite
-from agent.target import Target, target_for
+from agent.benchmarks.flops import matmul_flops
+from agent.devices.target import Target, target_for
+from agent.harness.suites import suite
 
 Row = dict[str, Any]
 

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch.utils import benchmark
 
-from agent import models
-from agent.flops import layer_flops
+from agent.benchmarks.flops import layer_flops
+from agent.models import families
 
 #: (block, model, seq_lens, batches) as in the notebook.
 LAYERS = (
@@ -53,15 +53,15 @@ def matmul(duration: float, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
 def layers(duration: float, attn: str, large_only: bool) -> list[dict[str, Any]]:
     rows = []
     for block, model, seqs, batches in LAYERS:
-        shape = models.SHAPES[model]
-        layer = models.block(shape, block, attn).half().cuda()
+        shape = families.SHAPES[model]
+        layer = families.block(shape, block, attn).half().cuda()
         cross = block == "t5_decoder_block"
         chosen = batches[-2:] if large_only else batches
         for seq in seqs:
             for batch in chosen:
                 x = torch.randn(batch, seq, shape.hidden).half().cuda()
                 kwargs = "encoder_hidden_states=X" if cross else ""
-                env = {"layer": layer, "X": x, "first": models.first_tensor}
+                env = {"layer": layer, "X": x, "first": families.first_tensor}
                 for mode, stmt in (("fwd", f"layer(X, {kwargs})"),
                                    ("fwd+bwd", f"first(layer(X, {kwargs})).sum().backward()")):  # fmt: skip
                     t = walltime(stmt, env, duration)

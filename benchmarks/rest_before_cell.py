@@ -24,7 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent import compat, models
+from agent import compat
+from agent.models import families
 
 
 def main() -> int:
@@ -40,9 +41,9 @@ def main() -> int:
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     device = torch.device("cuda", 0)
-    shape = models.SHAPES["bert-large"]
+    shape = families.SHAPES["bert-large"]
     with device:
-        layer = models.block(shape, "bert_layer", "sdpa").to(device=device, dtype=torch.float16).train()
+        layer = families.block(shape, "bert_layer", "sdpa").to(device=device, dtype=torch.float16).train()
     x = torch.randn(128, 512, shape.hidden, device=device, dtype=torch.float16)
     kwargs = compat.forward_kwargs(layer, 512, device)
     graphs: dict[str, Any] = {}

@@ -9,7 +9,7 @@ from typing_extensions import Self
 
 from .base import Celsius, Count, GpuIndex, Label, Mhz, Positive, Seconds, Watts, WireModel
 
-#: NVML's names for why clocks are held below their maximum (see ``agent.nvml``).
+#: NVML's names for why clocks are held below their maximum (see ``agent.machine.nvml``).
 ThrottleReason = Literal[
     "gpu_idle",
     "applications_clocks_setting",

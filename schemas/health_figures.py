@@ -41,7 +41,7 @@ class HealthFigure:
     metric: Literal["tflops", "gbps"]
     #: The floor for its model: a fraction of a datasheet figure (``verdicts.floor_of``).
     floor: tuple[FloorSource, float]
-    #: The health profile's benchmark that measures it (``agent.suites.HEALTH``): what ``check`` runs again.
+    #: The health profile's benchmark that measures it (``agent.harness.suites.HEALTH``): what ``check`` runs again.
     measured_by: str
     #: Digits people see.
     digits: int = 1

@@ -32,7 +32,8 @@ Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
 Mode = Literal["fwd", "fwd+bwd"]
 TimingMethod = Literal["cuda_event", "cuda_graph", "perf_counter"]
 AttentionImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
-#: Whose model code: transformers' classes, or the agent's own in plain torch (agent/llama_torch.py, bert_torch.py).
+#: Whose model code: transformers' classes, or the agent's own in plain torch (agent/models/llama_torch.py,
+#: agent/benchmarks/bert_torch.py).
 InferenceImplementation = Literal["transformers", "torch"]
 #: Marks that qualify an ``ok`` result instead of hiding it.
 Flag = Literal[
@@ -61,7 +62,7 @@ class TimingStats(WireModel):
     run-queue wait; None where the host does not say); ``device_idle``: the share of the window's batches, enqueued
     back to back, that the device spent idle between repeats (GPU timers only); ``launch_share``: the host's time
     to launch the window's repeats over the device's time to run them (GPU timers only; near 1: the device could
-    only follow the host). They say whether the figure is the device's or a busy host's (agent/starvation.py).
+    only follow the host). They say whether the figure is the device's or a busy host's (agent/timing/starvation.py).
     """
 
     method: TimingMethod
@@ -264,7 +265,7 @@ class TrainingResult(_Result):
 
 
 class InferenceParams(WireModel):
-    """A Llama-style decoder (random weights) in one phase; FLOPs and bytes per ``agent/flops.py``.
+    """A Llama-style decoder (random weights) in one phase; FLOPs and bytes per ``agent/benchmarks/flops.py``.
 
     ``prefill``: one forward over ``batch`` prompts of ``seq_len`` tokens, logits at every position. ``decode``: one new
     token per sequence, the static KV cache holding ``seq_len`` positions (the step writes the last and attends to

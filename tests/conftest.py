@@ -50,7 +50,7 @@ def agent_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = HANG_GUARD_S, ahead: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """The real agent entry point, in a child process with its own environment. ``ahead``: a run whose figures
-    tests read, measured so that the test machine's other work does not starve it (agent/starvation.py flags, and
+    tests read, measured so that the test machine's other work does not starve it (agent/timing/starvation.py flags, and
     keeps out of figures, what a busy host starved): one torch thread (two that wait for each other read 100x slow
     when either is descheduled) at nice -10 where this user may raise priority (root: CI)."""
     merged = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "160", **(env or {})}

@@ -95,7 +95,7 @@ def bandwidth(elements: int, gbps: float) -> dict[str, Any]:
     }
 
 
-#: Llama-3-8B as the agent counts it (agent/llama.py): parameters but the embedding table, their bf16 bytes, and
+#: Llama-3-8B as the agent counts it (agent/models/llama.py): parameters but the embedding table, their bf16 bytes, and
 #: the bf16 KV cache per sequence and position (K and V x 32 layers x 8 KV heads x 128).
 LLAMA_8B = {"n_params": 7_504_924_672, "weight_bytes": 15_009_849_344, "kv_bytes_per_position": 131_072}
 

@@ -55,7 +55,7 @@ def test_the_agents_token_comes_from_a_secret_and_its_job_yields_to_everything()
 def test_each_hour_checks_a_pool_one_pod_per_node_and_spreads_the_posts() -> None:
     import tomllib
 
-    from agent.settings import KEYS
+    from agent.cli.settings import KEYS
 
     docs = {doc["kind"]: doc for _, doc in _documents()}
     job = docs["CronJob"]["spec"]["jobTemplate"]["spec"]

@@ -11,7 +11,7 @@ import typer
 
 from agent.cli import EXIT_FAILED, EXIT_KEPT, EXIT_REFUSED
 from agent.cli import app as agent_app
-from agent.settings import KEYS
+from agent.cli.settings import KEYS
 from collector.cli.main import app as collector_app
 from tests.conftest import ROOT
 

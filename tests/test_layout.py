@@ -1,20 +1,43 @@
-"""The packages show the architecture: small modules, no import circles, and lower layers that never import upper ones
-(docs/architecture.md draws them)."""
+"""The packages' layout: small modules, no import circle, and each package's layers importing only downwards.
+
+Imports are read from the source with ``ast``, relative ones resolved; imports inside functions count (a lazy import
+is still an edge), imports under ``if TYPE_CHECKING:`` do not (they never run). Each package's checks are a
+function of its own (``test_agent_layout``, ``test_the_collectors_packages_...``); the helpers take the package's name.
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from tests.conftest import ROOT
+ROOT = Path(__file__).resolve().parents[1]
+#: A module longer than this is a sign to split it (docs/architecture.md, /work/shared/STYLE.md).
+MAX_LINES = 400
 
-#: A module over this many lines is a sign to split it (STYLE.md).
-MAX_MODULE_LINES = 400
+#: The agent's layers, lowest first (docs/architecture.md, "agent/"): a module imports only from its own layer's
+#: package or from layers below it. Layer 0 is the package's own top-level modules, which any module may import.
+AGENT_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("agent", "agent.errors", "agent.compat", "agent.stop"),
+    ("agent.machine",),
+    ("agent.timing",),
+    ("agent.devices",),
+    ("agent.models",),
+    ("agent.distributed",),
+    ("agent.benchmarks",),
+    ("agent.harness",),
+    ("agent.launchers",),
+    ("agent.run",),
+    ("agent.cli",),
+    ("agent.__main__",),
+)
+
+
 #: The store's classes stay under this many lines (a façade over a writer and a recovery module).
 MAX_STORE_CLASS_LINES = 250
 #: What each collector layer may import of the collector, besides itself and the package's ``__init__``/``__main__``.
 #: The analysis reads the store's definitions (figures, tables, errors, published baselines), never a connection.
-MAY_IMPORT = {
+COLLECTOR_MAY_IMPORT = {
     "store": set(),
     "analysis": {"store.figures", "store.tables", "store.errors", "store.published"},
     "render": {"analysis"},
@@ -24,103 +47,137 @@ MAY_IMPORT = {
 }
 
 
-def _module(path: Path) -> str:
+def _name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The modules of ``modules`` that ``path`` imports at run time (inside functions too; not under TYPE_CHECKING),
-    relative imports resolved; ``from package import module`` is the module."""
-    name = _module(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def _statements(nodes: Iterable[ast.AST]) -> Iterator[ast.Import | ast.ImportFrom]:
+    for node in nodes:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _statements(node.orelse)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        else:
+            yield from _statements(ast.iter_child_nodes(node))
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` that ``path`` imports: ``from .x import y`` names module ``x.y`` where there is
+    one, else ``x``."""
+    me = _name(path)
+    here = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
+    for node in _statements([ast.parse(path.read_text(encoding="utf-8"))]):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+            names = [alias.name for alias in node.names]
+        else:
             base = node.module or ""
             if node.level:
-                parts = package.split(".")
-                base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
-            for alias in node.names:
-                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
-    return {m for m in found if m in modules and m != name}
-
-
-def _graph(top: str) -> dict[str, set[str]]:
-    paths = {_module(p): p for p in (ROOT / top).rglob("*.py")}
-    return {name: _imports(path, set(paths)) for name, path in paths.items()}
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module, or of one that imports itself (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def connect(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph[node]):
-            if nxt not in index:
-                connect(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1 or node in graph[node]:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            connect(node)
+                up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            names = [f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base for a in node.names]
+        for name in names:
+            while name and not _is_module(name):
+                name = name.rpartition(".")[0]
+            if name.split(".")[0] == package and name != me:
+                found.add(name)
     return found
 
 
-def _layer(module: str) -> str | None:
+def _sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    return {_name(path): _imports(path, package) for path in _sources(package)}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            if component:
+                cycles.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def _too_long(package: str) -> dict[str, int]:
+    lengths = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in _sources(package)}
+    return {path: n for path, n in lengths.items() if n > MAX_LINES}
+
+
+def _layer_of(module: str, layers: tuple[tuple[str, ...], ...]) -> tuple[int, str]:
+    """The layer of ``module`` and the name it is placed by (its package, or itself at layer 0)."""
+    for number, members in enumerate(layers):
+        for member in members:
+            if module == member or (member.count(".") == 1 and module.startswith(member + ".")):
+                return number, member
+    raise AssertionError(f"{module} is in no layer: add it to the package's layers here and in docs/architecture.md")
+
+
+def _upward(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Imports from a lower layer into a higher one, or across two packages of one layer (layer 0 aside)."""
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        mine, home = _layer_of(module, layers)
+        for other in sorted(imported):
+            theirs, there = _layer_of(other, layers)
+            if theirs > mine or (theirs == mine and mine > 0 and there != home):
+                wrong.append(f"{module} -> {other}")
+    return wrong
+
+
+def test_agent_layout() -> None:
+    graph = _graph("agent")
+    assert {"agent.devices.target", "agent.run.probe", "agent.models.llama_torch"} <= graph.keys()
+    assert "agent.devices.target" in graph["agent.run.probe"]  # the walk sees imports…
+    assert "agent.models.llama_kernels" in graph["agent.models.llama_torch"]  # …lazy ones too
+    assert _too_long("agent") == {}
+    assert _cycles(graph) == []
+    assert _upward(graph, AGENT_LAYERS) == []
+
+
+def _collector_layer(module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in MAY_IMPORT) else None
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in COLLECTOR_MAY_IMPORT) else None
 
 
 def _allowed(importer: str, imported: str) -> bool:
-    mine, theirs = _layer(importer), _layer(imported)
+    mine, theirs = _collector_layer(importer), _collector_layer(imported)
     if mine is None or theirs is None or mine == theirs:
         return True
     inner = imported.split(".", 1)[1]
-    return any(inner == rule or inner.startswith(rule + ".") for rule in MAY_IMPORT[mine])
+    return any(inner == rule or inner.startswith(rule + ".") for rule in COLLECTOR_MAY_IMPORT[mine])
 
 
 def test_the_collectors_packages_are_layers_of_small_modules_without_circles() -> None:
-    sources = sorted((ROOT / "collector").rglob("*.py"))
-    long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
-    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+    assert _too_long("collector") == {}
     big = {
         f"{p.relative_to(ROOT)}:{node.name}": lines
         for p in (ROOT / "collector" / "store").rglob("*.py")
@@ -133,6 +190,6 @@ def test_the_collectors_packages_are_layers_of_small_modules_without_circles() -
     assert _cycles(graph) == []
     upward = sorted(f"{a} imports {b}" for a, imported in graph.items() for b in imported if not _allowed(a, b))
     assert upward == [], "a lower layer imports an upper one (docs/architecture.md, ## collector/)"
-    loose = sorted(m for m in graph if _layer(m) is None and m.count(".") == 1)
-    kept = ["collector.__main__", "collector.data", "collector.tokens"]  # tokens: a re-export for tests/agent
+    loose = sorted(m for m in graph if _collector_layer(m) is None and m.count(".") == 1)
+    kept = ["collector.__main__", "collector.data"]
     assert loose == kept, "every collector module belongs to a layer's package"

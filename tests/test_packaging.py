@@ -19,12 +19,14 @@ def _imported_after(code: str) -> set[str]:
 
 
 def test_the_collector_never_imports_torch() -> None:
-    loaded = _imported_after("import collector.cli, collector.app, collector.report, collector.store")
+    loaded = _imported_after("import collector.cli.main, collector.web.app, collector.read.report, collector.store")
     assert "torch" not in loaded and "transformers" not in loaded
 
 
 def test_the_agent_never_imports_collector_dependencies() -> None:
-    loaded = _imported_after("import agent.cli, agent.session, agent.upload, agent.runner, agent.suites")
+    loaded = _imported_after(
+        "import agent.cli, agent.run.session, agent.run.upload, agent.run.runner, agent.harness.suites"
+    )
     assert not loaded & {"duckdb", "fastapi", "uvicorn", "pyarrow", "starlette", "collector"}
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from schemas import BandwidthMetrics, BandwidthParams
 from schemas.labels import human_bytes
 
-from ..target import Target
+from ..devices.target import Target
 from .base import Benchmark, Case, Context, Outcome
 
 #: Per element: (arrays read + written, floating-point operations).

@@ -14,9 +14,9 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from schemas import Flag, TimingStats
 from schemas.base import WireModel
 
+from ..devices.target import DeviceKind, Target
 from ..distributed.launch import WorkerKind
 from ..distributed.nodes import Nodes
-from ..target import DeviceKind, Target
 from ..timing import BurstPolicy, GroupPolicy, Timed, TimingPolicy
 
 

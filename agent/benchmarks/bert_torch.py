@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Unsupported
-from ..models import Shape
+from ..models.families import Shape
 from .layers import LayerBenchmark
 
 #: transformers' BertConfig defaults, which models.config keeps for BERT.

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field, replace
 from schemas import TrainingMetrics, TrainingParams
 from schemas.results import AttentionImplementation
 
-from .. import models
 from ..distributed.launch import Group, worker_kind
 from ..distributed.nodes import Nodes
-from ..flops import training_flops_per_token
+from ..models import families
 from ..timing import GroupPolicy
 from . import data_parallel_rank
 from .base import Case, GroupBenchmark, Outcome, Span
 from .collective import machine_group, too_few
+from .flops import training_flops_per_token
 from .training import TASKS, dense_params, precision_for
 
 
@@ -41,7 +41,7 @@ class Gpt2DataParallelBenchmark(GroupBenchmark[DataParallelGrid]):
 
     def plan(self, span: Span) -> list[Case]:
         grid = self.grid
-        shape = models.SHAPES[grid.model]
+        shape = families.SHAPES[grid.model]
         n_params = dense_params(shape)  # from the shape: planning imports no transformers
         whole = machine_group(span, grid.cpu_procs)
         one = Group(whole.backend, whole.devices[:1], Nodes(), whole.kind)

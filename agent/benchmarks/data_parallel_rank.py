@@ -11,10 +11,11 @@ from typing import Any
 
 from schemas import TrainingMetrics, TrainingParams
 
-from .. import compat, models
+from .. import compat
+from ..devices.physics import peak_tflops
 from ..distributed.launch import Task
 from ..distributed.rank import Rank
-from ..physics import peak_tflops
+from ..models import families
 from ..timing import measure_group
 from .training import training_step
 
@@ -24,11 +25,11 @@ def run_case(case: dict[str, Any], task: Task, rank: Rank) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel
 
     params = TrainingParams.model_validate(case)
-    shape = models.SHAPES[params.model]
+    shape = families.SHAPES[params.model]
     target, device = rank.target, rank.device
     torch.manual_seed(0)  # the same initial weights on every rank, as DDP expects (it also broadcasts rank 0's)
     with device:
-        model = models.language_model(shape, params.attn_implementation)
+        model = families.language_model(shape, params.attn_implementation)
     model.train()
     ddp = DistributedDataParallel(model, device_ids=[device.index] if target.is_gpu else None)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=target.is_gpu)

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from schemas import Flag, InferenceMetrics, InferenceParams
 from schemas.results import AttentionImplementation, InferenceImplementation
 
-from .. import llama, llama_torch, models
+from ..devices.target import Target
 from ..errors import Unsupported
-from ..flops import decode_flops, decode_step_bytes, kv_cache_bytes, prefill_flops
-from ..target import Target
+from ..models import families, llama, llama_torch
 from .base import Benchmark, Case, Context, Outcome
+from .flops import decode_flops, decode_step_bytes, kv_cache_bytes, prefill_flops
 
 if TYPE_CHECKING:
     import torch
@@ -168,7 +168,7 @@ class InferenceBenchmark(Benchmark[InferenceGrid]):
                 call = decode.step
             try:
                 ctx.target.reset_peak_memory()
-                with models.observe_attention(requested) as ran:
+                with families.observe_attention(requested) as ran:
                     timed = ctx.measure(call, graphable=graphable(p))
                 peak_memory = ctx.target.peak_memory_bytes()
             finally:

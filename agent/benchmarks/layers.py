@@ -14,11 +14,12 @@ from typing import Any, ClassVar, Literal
 from schemas import Flag, LayerMetrics, LayerParams
 from schemas.results import AttentionImplementation
 
-from .. import compat, models
+from .. import compat
+from ..devices.target import Target
 from ..errors import Unsupported
-from ..flops import layer_flops
-from ..target import Target
+from ..models import families
 from .base import Benchmark, Case, Context, Outcome
+from .flops import layer_flops
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class LayerBenchmark(Benchmark[LayerGrid]):
     Grid = LayerGrid
 
     def cases(self, target: Target) -> list[Case]:
-        shape = models.SHAPES[self.grid.model]
+        shape = families.SHAPES[self.grid.model]
         cases = []
         for dtype in self.grid.dtypes:
             for seq in self.grid.seq_lens:
@@ -81,7 +82,7 @@ class LayerBenchmark(Benchmark[LayerGrid]):
         if self._built is None or self._built[0] != key:
             self._built = None
             ctx.free_memory()
-            shape = models.SHAPES[params.model]
+            shape = families.SHAPES[params.model]
             with ctx.target.torch_device():  # made and initialised where it runs: a CPU init took 0.3 s a block
                 layer = self.build(shape, params.attn_implementation)
             layer = layer.to(device=ctx.target.torch_device(), dtype=ctx.target.torch_dtype(params.dtype))
@@ -89,9 +90,9 @@ class LayerBenchmark(Benchmark[LayerGrid]):
             self._built = (key, layer)
         return self._built[1]
 
-    def build(self, shape: models.Shape, attn_implementation: str) -> Any:
+    def build(self, shape: families.Shape, attn_implementation: str) -> Any:
         """The block, untrained, in fp32 on the current device (transformers' class for it)."""
-        return models.block(shape, self.BLOCK, attn_implementation)
+        return families.block(shape, self.BLOCK, attn_implementation)
 
     def call_for(self, params: LayerParams, ctx: Context) -> Callable[[], object]:
         """The case's call on a fresh random input: a forward, or a forward and backward."""
@@ -124,7 +125,7 @@ class LayerBenchmark(Benchmark[LayerGrid]):
         if self._hollow is None or self._hollow[0] != key:
             self._hollow = None
             with torch.device("meta"):
-                layer = self.build(models.SHAPES[params.model], params.attn_implementation)
+                layer = self.build(families.SHAPES[params.model], params.attn_implementation)
             layer = layer.to(dtype=ctx.target.torch_dtype(params.dtype)).to_empty(device=ctx.target.torch_device())
             self._hollow = (key, layer.train())
         return self._hollow[1]
@@ -179,26 +180,26 @@ class LayerBenchmark(Benchmark[LayerGrid]):
 class BertLayerBenchmark(LayerBenchmark):
     NAME = "layer_bert"
     BLOCK = "bert_layer"
-    WARM = models.WARM_BY_FAMILY["bert"]
+    WARM = families.WARM_BY_FAMILY["bert"]
     DESCRIPTION = "BERT-large layer TFLOPS, fwd and fwd+bwd, over batch and sequence length"
 
 
 class Gpt2BlockBenchmark(LayerBenchmark):
     NAME = "layer_gpt2"
     BLOCK = "gpt2_block"
-    WARM = models.WARM_BY_FAMILY["gpt2"]
+    WARM = families.WARM_BY_FAMILY["gpt2"]
     DESCRIPTION = "GPT-2-medium block TFLOPS, fwd and fwd+bwd, over batch and sequence length"
 
 
 class T5EncoderBenchmark(LayerBenchmark):
     NAME = "layer_t5_encoder"
     BLOCK = "t5_encoder_block"
-    WARM = models.WARM_BY_FAMILY["t5"]
+    WARM = families.WARM_BY_FAMILY["t5"]
     DESCRIPTION = "T5-large encoder block TFLOPS, fwd and fwd+bwd"
 
 
 class T5DecoderBenchmark(LayerBenchmark):
     NAME = "layer_t5_decoder"
     BLOCK = "t5_decoder_block"
-    WARM = models.WARM_BY_FAMILY["t5"]
+    WARM = families.WARM_BY_FAMILY["t5"]
     DESCRIPTION = "T5-large decoder block (with cross-attention) TFLOPS, fwd and fwd+bwd"

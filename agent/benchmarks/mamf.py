@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 
 from schemas import MamfMetrics, MamfParams
 
-from ..flops import matmul_flops
-from ..target import Target
+from ..devices.target import Target
 from ..timing import BurstPolicy, Timed
 from .base import Benchmark, Case, Context, Outcome
+from .flops import matmul_flops
 from .matmul import float32_precision, matmul_op, sustained
 
 FINALISTS = 3

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from schemas import Flag, MatmulMetrics, MatmulParams
 
 from .. import compat
+from ..devices.target import Target
 from ..errors import Unsupported
-from ..flops import matmul_flops
-from ..target import Target
 from ..timing import TimingPolicy
 from .base import Benchmark, Case, Context, Outcome
+from .flops import matmul_flops
 
 if TYPE_CHECKING:
     import torch

@@ -14,12 +14,13 @@ from typing import Any
 from schemas import TrainingMetrics, TrainingParams
 from schemas.results import AttentionImplementation
 
-from .. import compat, models
+from .. import compat
+from ..devices.physics import peak_tflops
+from ..devices.target import Target
 from ..errors import is_oom
-from ..flops import training_flops_per_token
-from ..physics import peak_tflops
-from ..target import Target
+from ..models import families
 from .base import Benchmark, Case, Context, Outcome
+from .flops import training_flops_per_token
 
 TASKS = {"bert": "mlm", "gpt2": "clm"}
 
@@ -33,8 +34,8 @@ class TrainingGrid:
     attn_implementation: AttentionImplementation = "sdpa"
 
 
-def dense_params(shape: models.Shape) -> int:
-    """``models.dense_params`` of the family's language model, from its shape alone: planning a run must not import
+def dense_params(shape: families.Shape) -> int:
+    """``families.dense_params`` of the family's language model, from its shape alone: planning a run must not import
     transformers in the agent's process (11 s on the H200, during which no case could start). Each block has four
     attention projections and two MLP matrices with biases, two layer norms (4h^2 + 2hf + 9h + f); the tied LM head
     counts once (V h); BERT adds its embedding norm, the MLM head's transform and norm, and the output bias."""
@@ -57,7 +58,7 @@ class _TrainingBenchmark(Benchmark[TrainingGrid]):
     Grid = TrainingGrid
 
     def cases(self, target: Target) -> list[Case]:
-        shape = models.SHAPES[self.grid.model]
+        shape = families.SHAPES[self.grid.model]
         n_params = dense_params(shape)
         params = TrainingParams(
             model=shape.name,
@@ -82,13 +83,13 @@ class _TrainingBenchmark(Benchmark[TrainingGrid]):
 
         params = case.params
         assert isinstance(params, TrainingParams)
-        shape = models.SHAPES[params.model]
+        shape = families.SHAPES[params.model]
         if params.seq_len > shape.max_positions and shape.family != "t5":
             raise ValueError(f"seq_len {params.seq_len} exceeds {shape.name}'s {shape.max_positions} positions")
         device = ctx.target.torch_device()
         ctx.free_memory()
         with device:
-            model = models.language_model(shape, params.attn_implementation)
+            model = families.language_model(shape, params.attn_implementation)
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.target.is_gpu)
         autocast = params.precision == "bf16-autocast"
@@ -143,7 +144,7 @@ class _TrainingBenchmark(Benchmark[TrainingGrid]):
         import torch
 
         device = ctx.target.torch_device()
-        vocab = models.SHAPES[params.model].vocab
+        vocab = families.SHAPES[params.model].vocab
         ids = torch.randint(0, vocab, (batch, params.seq_len), device=device)
         return training_step(model, optimizer, ids, autocast)
 
@@ -168,11 +169,11 @@ def training_step(model: Any, optimizer: Any, ids: Any, autocast: bool) -> Calla
 
 class BertTrainingBenchmark(_TrainingBenchmark):
     NAME = "training_bert"
-    WARM = models.WARM_BY_FAMILY["bert"]
+    WARM = families.WARM_BY_FAMILY["bert"]
     DESCRIPTION = "BERT-large masked-LM training step (AdamW, bf16 autocast): samples/s, tokens/s, MFU"
 
 
 class Gpt2TrainingBenchmark(_TrainingBenchmark):
     NAME = "training_gpt2"
-    WARM = models.WARM_BY_FAMILY["gpt2"]
+    WARM = families.WARM_BY_FAMILY["gpt2"]
     DESCRIPTION = "GPT-2-medium causal-LM training step (AdamW, bf16 autocast): samples/s, tokens/s, MFU"

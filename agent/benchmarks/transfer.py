@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from schemas import Flag, TransferMetrics, TransferParams
 from schemas.labels import human_bytes
 
+from ..devices.target import Target
 from ..errors import Unsupported
-from ..target import Target
 from .base import Benchmark, Case, Context, Outcome
 
 

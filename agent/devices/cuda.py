@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DeviceError
-from ..nvml import open_nvml, smi_topology
+from ..machine.nvml import open_nvml, smi_topology
 from ..timing import Clock, CudaEventClock, CudaTimer, Timer
 from .base import Described, Device, Found
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from ..target import Target
+    from ..devices.target import Target
 
 
 @dataclass(frozen=True)

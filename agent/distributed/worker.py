@@ -19,8 +19,8 @@ from typing import Any, cast
 
 from .. import compat
 from ..devices import device as device_of
+from ..devices.target import target_for
 from ..errors import Unsupported, is_oom
-from ..target import target_for
 from .launch import EXIT_CASE_FAILED, RankCode, Task, WorkerKind
 from .rank import Rank
 

@@ -12,10 +12,10 @@ from schemas import Gpu, Result
 from schemas.timeline import ProcessTimes
 
 from ..benchmarks import AnyBenchmark, Benchmark, Case
-from ..cases import Measured, failed_result, finish_case
-from ..monitor import Monitor
+from ..devices.target import Target
+from ..harness.cases import Measured, failed_result, finish_case
+from ..machine.monitor import Monitor
 from ..stop import Stop
-from ..target import Target
 
 SPENT = "the run's time budget was spent before this case"
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..cases import CaseContext, Measured, measure_case, select
-from ..plugins import load_plugins
-from ..target import Target
+from ..devices.target import Target
+from ..harness.cases import CaseContext, Measured, measure_case, select
+from ..harness.plugins import load_plugins
 from ..timing import TimingPolicy
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ from typing import Any, get_args
 from schemas import Flag, Result, Status, TimingStats
 
 from ..benchmarks import Case, GroupBenchmark, Outcome
-from ..cases import HIGH_CV, RESULT_MODELS, make_result
 from ..distributed.launch import Group, Task, launch
 from ..errors import Unsupported
+from ..harness.cases import HIGH_CV, RESULT_MODELS, make_result
 from .base import Finisher, Progress
 
 

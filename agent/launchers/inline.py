@@ -11,7 +11,7 @@ from schemas import Result
 from schemas.timeline import ProcessTimes
 
 from ..benchmarks import Benchmark
-from ..cases import CaseContext, measure_case, select
+from ..harness.cases import CaseContext, measure_case, select
 from ..timing import TimingPolicy
 from .base import Finisher, Job, Progress
 

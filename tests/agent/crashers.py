@@ -14,9 +14,9 @@ import time
 from agent.benchmarks import Case
 from agent.benchmarks.base import Context, Outcome
 from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
-from agent.plugins import register
-from agent.suites import Suite
-from agent.target import Target
+from agent.devices.target import Target
+from agent.harness.plugins import register
+from agent.harness.suites import Suite
 from agent.timing import TimingPolicy
 from schemas import MatmulParams
 

@@ -17,11 +17,11 @@ from agent.benchmarks.mamf import MamfBenchmark, MamfGrid
 from agent.benchmarks.matmul import Fp8MatmulBenchmark, MatmulBenchmark, MatmulGrid
 from agent.benchmarks.training import Gpt2TrainingBenchmark, TrainingGrid
 from agent.benchmarks.transfer import TransferBenchmark, TransferGrid
+from agent.devices.target import cpu_target
 from agent.errors import ConfigError
-from agent.monitor import Monitor
-from agent.runner import run_cases
-from agent.suites import QUICK, SUITES, suite
-from agent.target import cpu_target
+from agent.harness.suites import QUICK, SUITES, suite
+from agent.machine.monitor import Monitor
+from agent.run.runner import run_cases
 from agent.timing import BurstPolicy
 from schemas import Result
 from tests.conftest import needs_inference, transformers_at_least
@@ -211,7 +211,7 @@ def test_a_kv_cache_that_does_not_fit_is_oom_and_the_suite_goes_on() -> None:
 def test_a_decode_step_gives_the_logits_of_a_forward_over_the_whole_sequence() -> None:
     import torch
 
-    from agent import llama
+    from agent.models import llama
 
     torch.manual_seed(0)
     model = llama.build(llama.SHAPES["llama-tiny"], torch.float32, "sdpa", torch.device("cpu"))
@@ -227,7 +227,7 @@ def test_a_decode_step_gives_the_logits_of_a_forward_over_the_whole_sequence() -
 
 
 def test_the_largest_model_whose_weights_fit_in_half_the_memory_is_chosen() -> None:
-    from agent import llama
+    from agent.models import llama
 
     gib = 1 << 30
     assert llama.SHAPES["llama-3-8b"].total_params == 8_030_261_248  # Meta's published count
@@ -241,12 +241,12 @@ def test_the_largest_model_whose_weights_fit_in_half_the_memory_is_chosen() -> N
 def test_llama_parameter_counts_are_those_of_the_model_transformers_builds(name: str) -> None:
     import torch
 
-    from agent import llama, models
+    from agent.models import families, llama
 
     shape = llama.SHAPES[name]
     model = llama.build(shape, torch.bfloat16, "eager", torch.device("meta"))  # eager: every release has it
     assert sum(p.numel() for p in model.parameters()) == shape.total_params
-    assert models.dense_params(model) == shape.n_params
+    assert families.dense_params(model) == shape.n_params
 
 
 @needs_inference
@@ -256,7 +256,7 @@ def test_a_decode_step_and_a_prefill_never_wait_for_the_device() -> None:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from agent import llama
+    from agent.models import llama
 
     waits = {"_local_scalar_dense", "nonzero", "masked_select", "item", "is_nonzero", "equal"}
     seen: list[str] = []

@@ -10,15 +10,15 @@ import sys
 
 import pytest
 
-from agent import models
 from agent.benchmarks.bert_torch import TorchBertLayerBenchmark, torch_bert_layer
 from agent.benchmarks.layers import LayerGrid
 from agent.errors import Unsupported
-from agent.suites import HEALTH
+from agent.harness.suites import HEALTH
+from agent.models import families
 from schemas.health_figures import health_figure
 from tests.conftest import ROOT
 
-SHAPE = models.SHAPES["bert-tiny"]
+SHAPE = families.SHAPES["bert-tiny"]
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
@@ -26,7 +26,7 @@ SHAPE = models.SHAPES["bert-tiny"]
 def test_it_computes_what_transformers_computes(attn: str, training: bool) -> None:
     import torch
 
-    theirs = models.block(SHAPE, "bert_layer", attn)
+    theirs = families.block(SHAPE, "bert_layer", attn)
     mine = torch_bert_layer(SHAPE, attn)
     mine.load_state_dict(theirs.state_dict(), strict=True)  # every parameter, under the same name
     theirs.train(training)
@@ -57,10 +57,10 @@ def test_it_gives_the_health_figure_and_says_whose_code_it_is() -> None:
     assert isinstance(bench, TorchBertLayerBenchmark) and bench.WARM == ()
     small = TorchBertLayerBenchmark(LayerGrid(model="bert-tiny", seq_lens=(16,), batches=(2,), dtypes=("fp32",),
                                               modes=("fwd+bwd",)))  # fmt: skip
-    from agent.monitor import Monitor
-    from agent.runner import run_cases
-    from agent.suites import QUICK
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
+    from agent.harness.suites import QUICK
+    from agent.machine.monitor import Monitor
+    from agent.run.runner import run_cases
 
     (result,) = run_cases([small], [cpu_target()], [], QUICK.policy, Monitor(None, {}))
     assert result.status == "ok" and result.params.implementation == "torch"  # type: ignore[union-attr]
@@ -76,10 +76,10 @@ def test_a_measuring_process_running_it_never_imports_transformers() -> None:
 import sys
 from agent.benchmarks.bert_torch import TorchBertLayerBenchmark
 from agent.benchmarks.layers import LayerGrid
-from agent.cases import CaseContext, measure_case
+from agent.harness.cases import CaseContext, measure_case
 from agent.launchers import child
-from agent.suites import QUICK
-from agent.target import cpu_target
+from agent.harness.suites import QUICK
+from agent.devices.target import cpu_target
 child.refuse_unused_imports()
 child.warm(list(TorchBertLayerBenchmark.WARM))
 bench = TorchBertLayerBenchmark(LayerGrid(model="bert-tiny", seq_lens=(8,), batches=(1,), dtypes=("fp32",),

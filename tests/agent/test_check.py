@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.check import judge_locally, not_measured
+from agent.run.check import judge_locally, not_measured
 from collector.store import Store
 from schemas import RunSubmission
 from schemas.verdicts import Level

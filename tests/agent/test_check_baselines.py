@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.check import CheckConfig, CheckOutcome, baselines_for, check
-from agent.config import RunConfig, UploadConfig
 from agent.errors import ConfigError
+from agent.run.check import CheckConfig, CheckOutcome, baselines_for, check
+from agent.run.config import RunConfig, UploadConfig
 from schemas import RunSubmission
 from schemas.baselines import BaselineFigure, BaselineSource, CardBaseline, bundled, dump_bundle, seal
 from schemas.verdicts import Level

@@ -88,7 +88,7 @@ def test_names_reasons_and_machine_facts_are_printed_literally() -> None:
 
     from rich.console import Console
 
-    from agent import render
+    from agent.cli import render
     from schemas import Machine
     from tests.factories import gpu, make_run, matmul
 
@@ -105,7 +105,7 @@ def test_names_reasons_and_machine_facts_are_printed_literally() -> None:
 
 
 def test_the_summary_names_each_error_counter_that_moved_and_stays_quiet_otherwise() -> None:
-    from agent import render
+    from agent.cli import render
     from tests.factories import gpu, make_run, matmul
 
     before = {"ecc_uncorrected_volatile": 0, "pcie_replays": 7, "remapped_rows_failed": False, "nvlink_links": 18,

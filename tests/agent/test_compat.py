@@ -11,10 +11,10 @@ import tomllib
 
 from agent import compat
 from agent.benchmarks.layers import LayerGrid, T5EncoderBenchmark
-from agent.monitor import Monitor
-from agent.runner import run_cases
-from agent.suites import QUICK
-from agent.target import cpu_target
+from agent.devices.target import cpu_target
+from agent.harness.suites import QUICK
+from agent.machine.monitor import Monitor
+from agent.run.runner import run_cases
 from schemas import RunSubmission
 from tests.conftest import ROOT
 

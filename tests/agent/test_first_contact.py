@@ -22,12 +22,14 @@ from typing import Any
 
 import pytest
 
-from agent.check import NO_GPU
-from collector.tokens import TokenStore
+from agent.run.check import NO_GPU
+from collector.web.tokens import TokenStore
 from schemas.helpscreen import plain_help
 from tests.conftest import ROOT, agent_cli
 from tests.servers import Collector
 
+#: Where each package's typer app is.
+CLI_MODULES = {"agent": "agent.cli", "collector": "collector.cli.main"}
 NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": ""}  # no GPU here, even on the GPU machine
 TINY = {"FLOPFLEET_PLUGINS": "tests.agent.tiny_suite"}
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -81,7 +83,7 @@ def _paths(command: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ..
 @pytest.mark.parametrize("cli", ["agent", "collector"])
 def test_help_screens_show_no_type_names(cli: str) -> None:
     """Every command's help, as ``main`` builds the CLI: no ``<bool>``, ``<list[str]>`` or ``<path>`` anywhere."""
-    app = importlib.import_module(f"{cli}.cli").app
+    app = importlib.import_module(CLI_MODULES[cli]).app
     command = plain_help(app)
     seen = 0
     for path in _paths(command):
@@ -129,7 +131,7 @@ def test_help_screens_read_well_at_80_columns(cli: str) -> None:
     """Every command's help as the real CLI shows it on an 80-column terminal: every line fits, nothing is cut
     (``FLOPFLEET_COLLECTO…``) or split at a hyphen, every paragraph is filled (not broken where its source line
     ended: "an error⏎counter"), and each option's, argument's and subcommand's help is there whole."""
-    command = plain_help(importlib.import_module(f"{cli}.cli").app)
+    command = plain_help(importlib.import_module(CLI_MODULES[cli]).app)
     for path in _paths(command):
         done = subprocess.run([sys.executable, "-m", cli, *path, "--help"], capture_output=True, text=True, cwd=ROOT,
                               env={**os.environ, "COLUMNS": "80"}, timeout=600)  # fmt: skip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.flops import (
+from agent.benchmarks.flops import (
     decode_flops,
     decode_step_bytes,
     kv_cache_bytes,
@@ -12,7 +12,7 @@ from agent.flops import (
     prefill_flops,
     training_flops_per_token,
 )
-from agent.llama import SHAPES
+from agent.models.llama import SHAPES
 
 
 def test_matmul_is_two_mnk() -> None:

@@ -65,7 +65,7 @@ def test_every_way_a_benchmark_can_fail_leaves_a_complete_posted_run(collector: 
 
 
 def test_a_hung_case_is_stopped_even_when_it_ignores_sigterm(tmp_path: Path) -> None:
-    from agent.launchers.process import TERM_GRACE_S
+    from agent.launchers.handle import TERM_GRACE_S
 
     script = tmp_path / "ignore_term.py"  # a plugin whose hang ignores SIGTERM: the watchdog must SIGKILL it
     script.write_text(
@@ -116,7 +116,7 @@ def _child(*warm: str) -> tuple[subprocess.Popen[bytes], Connection, Connection]
 def test_the_measuring_child_answers_over_its_pipes_and_prints_nowhere_else(tmp_path: Path) -> None:
     """The child as its own program: two cases on the CPU, then a clean stop."""
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
     from agent.timing import TimingPolicy
 
     proc, inbox, outbox = _child()
@@ -149,10 +149,10 @@ def test_parallel_measures_each_device_in_its_own_child_at_once() -> None:
     from dataclasses import replace
 
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.devices.target import cpu_target
     from agent.launchers import launchers_for
-    from agent.monitor import Monitor
-    from agent.runner import run_cases
-    from agent.target import cpu_target
+    from agent.machine.monitor import Monitor
+    from agent.run.runner import run_cases
     from agent.timing import TimingPolicy
 
     policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.2, max_time_s=0.3)
@@ -180,10 +180,10 @@ def test_the_first_child_keeps_every_case_that_needs_no_model_code_and_the_other
     from agent.benchmarks.bandwidth import BandwidthBenchmark, BandwidthGrid
     from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.devices.target import cpu_target
     from agent.launchers import launchers_for
-    from agent.monitor import Monitor
-    from agent.runner import CaseEvent, run_cases
-    from agent.target import cpu_target
+    from agent.machine.monitor import Monitor
+    from agent.run.runner import CaseEvent, run_cases
     from agent.timing import TimingPolicy
 
     policy = TimingPolicy(min_repeats=3, max_repeats=5, min_time_s=0.02, max_time_s=0.05)
@@ -214,7 +214,7 @@ def test_a_spare_rehearses_the_cases_it_is_sent_then_measures_them_as_its_own(tm
     """The child as its own program: asked to rehearse two layer cases while it waits (nothing to prepare on a CPU,
     but the benchmark and its built block stay), then set up and sent the cases without the benchmark again."""
     from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
     from agent.timing import TimingPolicy
 
     proc, inbox, outbox = _child("transformers.models.bert.modeling_bert")
@@ -246,7 +246,7 @@ def test_a_rehearsal_that_fails_stops_there_and_its_cases_are_measured_all_the_s
     """A case that cannot even be prepared (tf32 on a CPU) ends the rehearsal with a warning in the child's log; the
     cases it was sent are measured when the child is set up, the failing one saying why as any case would."""
     from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
     from agent.timing import TimingPolicy
 
     proc, inbox, outbox = _child("transformers.models.bert.modeling_bert")
@@ -274,9 +274,9 @@ def test_a_relay_takes_over_at_the_second_model_benchmark_with_every_case_measur
     """With the relay (off by default; on a CPU it prepares nothing, but hands over all the same): the first child
     measures the matmul, the second the BERT layer cells and nothing after them, the third takes over at the GPT-2
     cells and measures the rest."""
-    from agent.monitor import Monitor
-    from agent.runner import CaseEvent, run_cases
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
+    from agent.machine.monitor import Monitor
+    from agent.run.runner import CaseEvent, run_cases
 
     policy, launchers, benches = _relay_launchers(products=True)
     device = launchers.device
@@ -302,9 +302,9 @@ def test_a_relay_takes_over_at_the_second_model_benchmark_with_every_case_measur
 def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_not_at_all() -> None:
     from agent.benchmarks.layers import BertLayerBenchmark, Gpt2BlockBenchmark, LayerGrid
     from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid
+    from agent.devices.target import cpu_target
     from agent.launchers.base import Job
     from agent.launchers.process import relay_point
-    from agent.target import cpu_target
 
     target = cpu_target()
     cell = {"seq_lens": (16,), "batches": (2, 4), "dtypes": ("fp32",), "modes": ("fwd",)}
@@ -324,9 +324,9 @@ def test_the_relay_takes_over_at_the_second_benchmark_that_needs_model_code_or_n
 def test_a_relay_that_died_before_its_turn_leaves_the_second_child_measuring() -> None:
     """The relay killed (SIGKILL) once it has imported, before its hand-over: its set-up fails there, and the case at
     hand is measured by the second child all the same, which goes on to the end."""
-    from agent.monitor import Monitor
-    from agent.runner import CaseEvent, run_cases
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
+    from agent.machine.monitor import Monitor
+    from agent.run.runner import CaseEvent, run_cases
 
     policy, launchers, benches = _relay_launchers()
     device = launchers.device
@@ -352,9 +352,9 @@ def test_a_relay_not_ready_at_its_turn_is_closed_and_the_second_child_measures_o
 ) -> None:
     """The relay's start held back (a plugin makes the third child to start sleep before its imports): at its turn it
     has not imported, so it is stopped, and the second child measures GPT-2's cells too."""
-    from agent.monitor import Monitor
-    from agent.runner import run_cases
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
+    from agent.machine.monitor import Monitor
+    from agent.run.runner import run_cases
 
     monkeypatch.setenv("FLOPFLEET_PLUGINS", "tests.agent.slow_start")
     monkeypatch.setenv("FLOPFLEET_TEST_SLOW_DIR", str(tmp_path))

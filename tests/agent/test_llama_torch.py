@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from agent import llama, llama_torch
 from agent.benchmarks.inference import InferenceBenchmark, InferenceGrid
 from agent.errors import Unsupported
+from agent.models import llama, llama_torch
 from tests.conftest import ROOT, needs_inference, needs_triton
 
 SHAPE = llama.SHAPES["llama-tiny"]
@@ -107,10 +107,10 @@ def test_what_it_cannot_do_is_said_by_name() -> None:
 
 @needs_inference
 def test_the_family_measures_both_paths_with_the_same_work_and_says_whose() -> None:
-    from agent.monitor import Monitor
-    from agent.runner import run_cases
-    from agent.suites import QUICK
-    from agent.target import cpu_target
+    from agent.devices.target import cpu_target
+    from agent.harness.suites import QUICK
+    from agent.machine.monitor import Monitor
+    from agent.run.runner import run_cases
 
     grid = InferenceGrid(prefill=((2, 16),), decode_batches=(2,), context=32, models=("llama-tiny",),
                          implementations=("transformers", "torch"))  # fmt: skip
@@ -134,7 +134,7 @@ def test_the_triton_kernels_compute_the_torch_ops_in_tritons_interpreter() -> No
     code = """
 import torch
 from agent import llama, llama_torch
-from agent.llama_kernels import TritonOps
+from agent.models.llama_kernels import TritonOps
 torch.manual_seed(0)
 shape = llama.SHAPES["llama-tiny"]
 for dtype in (torch.float32, torch.bfloat16):
@@ -174,7 +174,7 @@ def test_the_triton_kernels_build_for_hopper_without_a_gpu() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from agent import llama_kernels as k
+    from agent.models import llama_kernels as k
 
     pointers = {"*bf16": ("x_ptr", "w_ptr", "out_ptr", "qkv_ptr", "cos_ptr", "sin_ptr", "q_ptr", "k_ptr", "v_ptr",
                           "gate_up_ptr", "norm_ptr")}  # fmt: skip

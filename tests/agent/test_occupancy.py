@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import priority
-from agent.config import RunConfig
 from agent.errors import ConfigError
-from agent.occupancy import BUSY_UTILISATION_PCT, Occupancy, decide
+from agent.machine import priority
+from agent.machine.occupancy import BUSY_UTILISATION_PCT, Occupancy, decide
+from agent.run.config import RunConfig
 from tests.conftest import agent_cli
 
 IDLE = Occupancy(processes=0, utilisation_pct=0)

@@ -1,5 +1,5 @@
-"""The warm-up and stopping rules (agent/repeats.py) on series with known answers, and the timer driving them on the
-CPU: a drifting call keeps warming up, a steady one stops once its median is known."""
+"""The warm-up and stopping rules (agent/timing/repeats.py) on series with known answers, and the timer driving them on
+the CPU: a drifting call keeps warming up, a steady one stops once its median is known."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import pytest
 
-from agent.repeats import Settling, median_interval, median_known, median_rank, relative_halfwidth
 from agent.timing import Batch, TimingPolicy, measure_cpu, process_started, repeat
+from agent.timing.repeats import Settling, median_interval, median_known, median_rank, relative_halfwidth
 
 
 def _binomial_cdf(n: int, k: int) -> float:

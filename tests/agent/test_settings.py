@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.settings import load_file, read_token, resolve
 from agent.errors import ConfigError
-from agent.settings import load_file, read_token, resolve
 from tests.conftest import agent_cli
 from tests.servers import serve_collector
 

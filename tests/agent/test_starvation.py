@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.starvation import (
+from agent.timing import Idle
+from agent.timing.starvation import (
     GIVE_UP_AFTER,
     HOST_WAIT_STARVED,
     REMEASURES,
@@ -28,7 +29,6 @@ from agent.starvation import (
     starved,
     wait_share,
 )
-from agent.timing import Idle
 from schemas import TimingStats
 from schemas.health_figures import UNTRUSTED_FLAGS, figure_values
 from tests.conftest import agent_cli
@@ -115,7 +115,7 @@ def test_a_busy_host_is_said_and_at_low_priority_skipped_waited_for_or_measured(
 def test_the_kernel_counts_what_a_nice_process_waits_beside_busy_ones() -> None:
     assert host_times() is not None  # Linux with schedstat: the CI machine and the GPU machines
     code = (
-        "import os, sys; from agent.starvation import check_host; os.nice(19); print('ready', flush=True); "
+        "import os, sys; from agent.timing.starvation import check_host; os.nice(19); print('ready', flush=True); "
         "sys.stdin.readline(); print(check_host(0.3).waited)"
     )  # imported before the load: only the loop is timed
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

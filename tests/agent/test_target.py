@@ -11,9 +11,9 @@ import pytest
 
 from agent.devices import DEVICES, KINDS, DeviceKind, default_kind, device
 from agent.devices.cpu import memory_available
+from agent.devices.physics import spec_for
+from agent.devices.target import Target, cpu_target, find_targets, target_for
 from agent.errors import ConfigError, DeviceError
-from agent.physics import spec_for
-from agent.target import Target, cpu_target, find_targets, target_for
 from agent.timing import BurstPolicy, TimingPolicy
 from schemas import RunSubmission
 

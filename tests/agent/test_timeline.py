@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent import models
 from agent.benchmarks.training import dense_params
+from agent.models import families
 from tests.conftest import ROOT
 
 
@@ -41,8 +41,8 @@ def test_a_run_dates_its_processes_and_each_case_on_one_clock(quick_run: dict[st
 
 def test_planning_the_standard_suite_imports_no_transformers() -> None:
     code = (
-        "import sys; from agent.suites import suite; from agent.runner import planned; "
-        "from agent.target import cpu_target; plan = planned(suite('standard').benchmarks(), [cpu_target()]); "
+        "import sys; from agent.harness.suites import suite; from agent.run.runner import planned; "
+        "from agent.devices.target import cpu_target; plan = planned(suite('standard').benchmarks(), [cpu_target()]); "
         "print(len(plan), 'transformers' in sys.modules)"
     )
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
@@ -54,7 +54,7 @@ def test_planning_the_standard_suite_imports_no_transformers() -> None:
 def test_a_training_model_s_parameters_are_counted_from_its_shape_as_from_the_model(name: str) -> None:
     import torch
 
-    shape = models.SHAPES[name]
+    shape = families.SHAPES[name]
     with torch.device("meta"):
-        model = models.language_model(shape, "eager")
-    assert dense_params(shape) == models.dense_params(model)
+        model = families.language_model(shape, "eager")
+    assert dense_params(shape) == families.dense_params(model)

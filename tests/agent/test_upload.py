@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import UploadConfig, default_spool_dir
 from agent.errors import ConfigError
-from agent.spool import spooled
-from agent.upload import backoff, deliver, new_client, push
+from agent.run.config import UploadConfig, default_spool_dir
+from agent.run.spool import spooled
+from agent.run.upload import backoff, deliver, new_client, push
 from tests.conftest import agent_cli
 from tests.factories import make_run, matmul
 from tests.servers import Collector

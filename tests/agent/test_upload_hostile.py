@@ -24,9 +24,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.config import UploadConfig
-from agent.spool import read_spooled, spooled, write_spool
-from agent.upload import MAX_ANSWER_BYTES, deliver, new_client, push
+from agent.run.config import UploadConfig
+from agent.run.spool import read_spooled, spooled, write_spool
+from agent.run.upload import MAX_ANSWER_BYTES, deliver, new_client, push
 from schemas import RunSubmission
 from tests.conftest import ROOT, agent_cli
 from tests.factories import make_run, matmul

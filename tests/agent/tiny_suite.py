@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent.benchmarks.matmul import MatmulGrid
-from agent.plugins import register
-from agent.suites import QUICK, Suite
+from agent.harness.plugins import register
+from agent.harness.suites import QUICK, Suite
 
 TINY = Suite(name="tiny", description="one 128 matmul in fp32", policy=QUICK.policy,
              grids={"matmul": MatmulGrid(sizes=(128,), dtypes=("fp32",))})  # fmt: skip

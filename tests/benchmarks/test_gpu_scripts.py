@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agent import llama
+from agent.models import llama
 from benchmarks.gemv_sweep import projections
 from tests.conftest import ROOT
 

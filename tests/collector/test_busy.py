@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from agent.config import UploadConfig
-from agent.upload import deliver, new_client
+from agent.run.config import UploadConfig
+from agent.run.upload import deliver, new_client
 from tests.factories import make_run, matmul
 from tests.servers import serve_collector
 

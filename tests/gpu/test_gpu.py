@@ -8,12 +8,12 @@ import pytest
 
 from agent.benchmarks.layers import BertLayerBenchmark, LayerGrid
 from agent.benchmarks.matmul import Fp8MatmulBenchmark, MatmulBenchmark, MatmulGrid, matmul_op
-from agent.monitor import Monitor
-from agent.nvml import open_nvml
-from agent.probe import gpus as probe_gpus
-from agent.runner import run_cases
-from agent.suites import QUICK
-from agent.target import cuda_targets
+from agent.devices.target import cuda_targets
+from agent.harness.suites import QUICK
+from agent.machine.monitor import Monitor
+from agent.machine.nvml import open_nvml
+from agent.run.probe import gpus as probe_gpus
+from agent.run.runner import run_cases
 from agent.timing import CudaTimer, TimingPolicy
 
 pytestmark = pytest.mark.gpu
@@ -91,7 +91,7 @@ def test_the_cuda_target_answers_every_device_operation_and_is_rebuilt_from_its_
 
     import torch
 
-    from agent.target import target_for
+    from agent.devices.target import target_for
     from agent.timing import CudaEventClock, CudaTimer
 
     target = _target()

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent import llama
 from agent.benchmarks.inference import InferenceBenchmark, InferenceGrid
-from agent.monitor import Monitor
-from agent.runner import run_cases
-from agent.target import cuda_targets
+from agent.devices.target import cuda_targets
+from agent.machine.monitor import Monitor
+from agent.models import llama
+from agent.run.runner import run_cases
 from agent.timing import TimingPolicy
 
 pytestmark = pytest.mark.gpu

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent import llama, llama_torch
 from agent.benchmarks.inference import InferenceBenchmark, InferenceGrid
-from agent.monitor import Monitor
-from agent.runner import run_cases
-from agent.target import cuda_targets
+from agent.devices.target import cuda_targets
+from agent.machine.monitor import Monitor
+from agent.models import llama, llama_torch
+from agent.run.runner import run_cases
 from agent.timing import TimingPolicy
 from benchmarks.inference_profile import capture
 
@@ -95,7 +95,7 @@ def test_the_fused_projections_compute_the_unfused_ones_at_llama_3_8b_widths() -
 
     import torch
 
-    from agent.llama_kernels import TritonOps
+    from agent.models.llama_kernels import TritonOps
 
     device = _device()
     shape = dataclasses.replace(llama.SHAPES["llama-3-8b"], layers=2)

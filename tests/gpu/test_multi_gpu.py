@@ -13,9 +13,9 @@ import pytest
 from agent.benchmarks import Span
 from agent.benchmarks.collective import CollectiveBenchmark, CollectiveGrid
 from agent.benchmarks.data_parallel import DataParallelGrid, Gpt2DataParallelBenchmark
-from agent.monitor import Monitor
-from agent.runner import run_cases
-from agent.target import cuda_targets
+from agent.devices.target import cuda_targets
+from agent.machine.monitor import Monitor
+from agent.run.runner import run_cases
 from agent.timing import GroupPolicy, TimingPolicy
 from tests.conftest import agent_cli
 

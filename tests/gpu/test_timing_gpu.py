@@ -18,10 +18,10 @@ from agent.benchmarks.layers import (
     T5EncoderBenchmark,
 )
 from agent.benchmarks.matmul import MatmulBenchmark, MatmulGrid, float32_precision, matmul_op, sustained
-from agent.monitor import Monitor
-from agent.runner import run_cases
-from agent.suites import STANDARD_POLICY
-from agent.target import cuda_targets
+from agent.devices.target import cuda_targets
+from agent.harness.suites import STANDARD_POLICY
+from agent.machine.monitor import Monitor
+from agent.run.runner import run_cases
 from schemas import LayerParams
 
 pytestmark = pytest.mark.gpu
@@ -86,7 +86,7 @@ def test_a_rehearsed_layer_cell_starts_without_paying_for_its_first_call() -> No
 
     import torch
 
-    from agent.cases import CaseContext
+    from agent.harness.cases import CaseContext
 
     target = _target()
     ctx = CaseContext(target, STANDARD_POLICY)
@@ -118,7 +118,7 @@ def test_a_rehearsal_runs_nothing_on_the_device(family: type[LayerBenchmark]) ->
     block initialisation's hundreds of kernels that moved a product beside it by 25 %)."""
     import torch
 
-    from agent.cases import CaseContext
+    from agent.harness.cases import CaseContext
 
     target = _target()
     ctx = CaseContext(target, STANDARD_POLICY)
@@ -206,9 +206,9 @@ def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_th
 
 _STARVED_WINDOW = """
 import os, sys, json, torch
-from agent.starvation import starved
-from agent.suites import STANDARD_POLICY
-from agent.target import cuda_targets
+from agent.timing.starvation import starved
+from agent.harness.suites import STANDARD_POLICY
+from agent.devices.target import cuda_targets
 from dataclasses import replace
 target = cuda_targets((0,))[0]
 x = torch.randn(4096, 4096, device="cuda")  # each kernel ~30 us: a quiet host launches faster than that
