@@ -193,3 +193,14 @@ def test_the_collectors_packages_are_layers_of_small_modules_without_circles() -
     loose = sorted(m for m in graph if _collector_layer(m) is None and m.count(".") == 1)
     kept = ["collector.__main__", "collector.data"]
     assert loose == kept, "every collector module belongs to a layer's package"
+
+
+def test_no_folder_of_the_agent_imports_another_that_imports_it_back() -> None:
+    def folder(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    folders: dict[str, set[str]] = {}
+    for name, imported in _graph("agent").items():
+        folders.setdefault(folder(name), set()).update(folder(i) for i in imported if folder(i) != folder(name))
+    assert "agent.distributed" in folders["agent.benchmarks"]  # families use the group machinery…
+    assert _cycles(folders) == []  # …which never imports a family
