@@ -133,7 +133,7 @@ def test_the_family_measures_both_paths_with_the_same_work_and_says_whose() -> N
 def test_the_triton_kernels_compute_the_torch_ops_in_tritons_interpreter() -> None:
     code = """
 import torch
-from agent import llama, llama_torch
+from agent.models import llama, llama_torch
 from agent.models.llama_kernels import TritonOps
 torch.manual_seed(0)
 shape = llama.SHAPES["llama-tiny"]

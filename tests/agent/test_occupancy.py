@@ -88,7 +88,7 @@ def test_the_busy_settings_come_from_file_and_environment(tmp_path: Path) -> Non
 
 PROBE = """
 import os
-from agent import priority
+from agent.machine import priority
 with open(os.environ["PRIORITY_LOG"], "a") as out:
     out.write(f"{os.getpid()} {os.getpriority(os.PRIO_PROCESS, 0)} {priority.io_class()}\\n")
 """
