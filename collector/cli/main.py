@@ -88,10 +88,10 @@ def serve(
             store.harden(settings.duckdb_memory_limit())
             bound = sock.getsockname()[1]
             server = uvicorn.Server(server_config(create_app(settings, store, close_store=True), settings))
-            if port_file is not None:
-                port_file.write_text(str(bound), encoding="utf-8")
             ready = f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})"
             err.print(literal(ready))
+            if port_file is not None:  # last: whoever waits for the file finds the line above already written
+                port_file.write_text(str(bound), encoding="utf-8")
             server.run(sockets=[sock])
         finally:
             store.close()  # if it never got to the app's shutdown (closing twice is harmless)
