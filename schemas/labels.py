@@ -3,6 +3,8 @@ terminal tables and the collector's pages, report, CSV and SQL views."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .environment import Software
 from .results import (
     BandwidthParams,
@@ -48,20 +50,53 @@ def human_bytes(nbytes: float) -> str:
     return f"{nbytes:g} B"
 
 
-def headline(result: Result) -> tuple[float, str] | None:
-    """The one figure a person compares for a result, with its unit."""
+@dataclass(frozen=True)
+class Headline:
+    """One kind of headline figure: the metric (a field of the metrics and a column of ``results``), its unit, and
+    the unit of that figure per watt of the board's mean power (None: no per-watt figure)."""
+
+    metric: str
+    unit: str
+    per_watt_unit: str | None
+    not_for: tuple[str, ...] = ()  # benchmarks whose field of that name is not what people compare
+
+
+#: The one figure a person compares for a result: the first of these its metrics have. Pages, the report, terminal
+#: tables and the SQL view ``per_watt`` all read this table.
+HEADLINES: tuple[Headline, ...] = (
+    Headline("tokens_per_s", "tokens/s", "tokens/J"),
+    Headline("tflops", "TFLOPS", "TFLOPS/W", not_for=("bandwidth",)),
+    Headline("gbps", "GB/s", "GB/s/W"),
+    # Several GPUs' collective over one board's power is not a figure of anything.
+    Headline("busbw_gbps", "GB/s busbw", None),
+)
+
+
+def _headline(result: Result) -> tuple[float, Headline] | None:
     m = result.metrics
     if m is None:
         return None
-    if hasattr(m, "tokens_per_s"):
-        return float(m.tokens_per_s), "tokens/s"
-    if hasattr(m, "tflops") and result.benchmark != "bandwidth":
-        return float(m.tflops), "TFLOPS"
-    if hasattr(m, "gbps"):
-        return float(m.gbps), "GB/s"
-    if hasattr(m, "busbw_gbps"):
-        return float(m.busbw_gbps), "GB/s busbw"
+    for kind in HEADLINES:
+        value = getattr(m, kind.metric, None)
+        if value is not None and result.benchmark not in kind.not_for:
+            return float(value), kind
     return None
+
+
+def headline(result: Result) -> tuple[float, str] | None:
+    """The one figure a person compares for a result, with its unit."""
+    found = _headline(result)
+    return (found[0], found[1].unit) if found is not None else None
+
+
+def per_watt(result: Result) -> tuple[float, str] | None:
+    """The headline over the board's mean power while it was measured (TFLOPS/W, GB/s/W, tokens/J), with its unit;
+    None where the power was not read (no energy counter, a window too short for it) or the figure has none."""
+    found = _headline(result)
+    power = result.timing.power_w if result.timing is not None else None
+    if found is None or found[1].per_watt_unit is None or not power:
+        return None
+    return found[0] / power, found[1].per_watt_unit
 
 
 def describe(result: Result) -> str:

@@ -23,6 +23,7 @@ from .base import (
     Share,
     Slug,
     Text,
+    Watts,
     WireModel,
 )
 from .environment import StateSummary
@@ -63,6 +64,9 @@ class TimingStats(WireModel):
     back to back, that the device spent idle between repeats (GPU timers only); ``launch_share``: the host's time
     to launch the window's repeats over the device's time to run them (GPU timers only; near 1: the device could
     only follow the host). They say whether the figure is the device's or a busy host's (agent/timing/starvation.py).
+    ``power_w``: the board's mean power over the repeats, from its energy counter: ``energy_j`` over
+    ``energy_span_s``, the whole updates of the counter the window held (agent/machine/energy.py; None: no counter,
+    or a window no update fell in). Every per-watt figure divides by it (``labels.per_watt``).
     """
 
     method: TimingMethod
@@ -83,6 +87,9 @@ class TimingStats(WireModel):
     host_wait: Share | None = None
     device_idle: Share | None = None
     launch_share: Share | None = None
+    power_w: Watts | None = None
+    energy_j: Annotated[float, Field(ge=0.0, le=1e9, allow_inf_nan=False)] | None = None
+    energy_span_s: Seconds | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

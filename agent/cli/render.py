@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from schemas import Gpu, Machine, Result, RunSubmission
-from schemas.labels import HOSTNAME, describe, headline, human_bytes
+from schemas.labels import HOSTNAME, describe, headline, human_bytes, per_watt
 from schemas.terminal import LEVEL_STYLE, literal
 from schemas.verdicts import FigureVerdict, GpuVerdict, Level
 
@@ -87,8 +87,8 @@ def machine_table(machine: Machine) -> Table:
 def summary_table(run: RunSubmission) -> Table:
     """One row per benchmark and GPU: best figure, where it was reached, and what did not run."""
     table = Table(title=literal(f"flopfleet run {run.run_id} ({run.suite}, {run.device})"), header_style="bold")
-    for column in ("benchmark", "gpu", "ok", "best", "at", "% peak", "not ok"):
-        table.add_column(column, justify="right" if column in ("ok", "best", "% peak") else "left")
+    for column in ("benchmark", "gpu", "ok", "best", "at", "% peak", "per watt", "not ok"):
+        table.add_column(column, justify="right" if column in ("ok", "best", "% peak", "per watt") else "left")
     groups: dict[tuple[str, int | None], list[Result]] = defaultdict(list)
     for result in run.results:
         groups[(result.name, result.gpu_index)].append(result)
@@ -108,10 +108,16 @@ def summary_table(run: RunSubmission) -> Table:
             f"{best[0][0]:,.2f} {best[0][1]}" if best else "-",
             describe(best[1]) if best else "-",
             f"{best[1].peak_fraction:.0%}" if best and best[1].peak_fraction is not None else "-",
+            _per_watt_text(best[1]) if best else "-",
             ", ".join(f"{n} {s}" for s, n in statuses.items()) or "",
         )
         table.add_row(*(literal(cell) for cell in cells))
     return table
+
+
+def _per_watt_text(result: Result) -> str:
+    found = per_watt(result)
+    return f"{found[0]:,.3g} {found[1]}" if found is not None else "-"
 
 
 def problems(run: RunSubmission) -> list[Text]:

@@ -44,6 +44,9 @@ class Described(Protocol):
     @property
     def l2_bytes(self) -> int: ...
 
+    @property
+    def uuid(self) -> str | None: ...
+
 
 class Device(ABC):
     """One kind of device; stateless, so one instance per kind serves every target of that kind."""

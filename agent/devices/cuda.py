@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DeviceError
+from ..machine.energy import EnergyMeter
 from ..machine.nvml import open_nvml, smi_topology
 from ..timing import Clock, CudaEventClock, CudaTimer, Timer
 from .base import Described, Device, Found
@@ -157,7 +158,8 @@ class Cuda(Device):
         return "bf16" if self.unsupported_reason("bf16", device) is None else None
 
     def timer(self, device: Described) -> Timer:
-        return CudaTimer(self.torch_device(device.index), device.l2_bytes)
+        energy = EnergyMeter(device.uuid) if device.uuid else None
+        return CudaTimer(self.torch_device(device.index), device.l2_bytes, energy)
 
     def clock(self, index: int | None) -> Clock:
         return CudaEventClock()

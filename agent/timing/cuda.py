@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..machine.energy import EnergyMeter
 from .loop import Idle, repeat
 from .policy import BurstPolicy, TimingPolicy
 from .starvation import HostWindow
@@ -26,7 +27,7 @@ REHEARSAL_RESERVE_BYTES = 4 << 30
 class CudaTimer:
     """CUDA-event timing on one device, with an L2 flush buffer sized from the device's cache."""
 
-    def __init__(self, device: torch.device, l2_bytes: int) -> None:
+    def __init__(self, device: torch.device, l2_bytes: int, energy: EnergyMeter | None = None) -> None:
         import torch
 
         self._torch = torch
@@ -37,6 +38,7 @@ class CudaTimer:
         # with a 120 MB flush).
         self._flush_buf = torch.empty(max(2 * l2_bytes, FLUSH_BYTES) // 4, dtype=torch.float32, device=device)
         self._frame: tuple[float, float] | None = None
+        self._energy = energy
 
     def flush(self) -> None:
         self._flush_buf.zero_()
@@ -172,9 +174,13 @@ class CudaTimer:
             return lambda: [t / calls for t in read()]
 
         host = HostWindow()
+        # The energy counter is read around the repeats (the settling ones too: the same call at the same pace).
+        mark = self._energy.start() if self._energy is not None else None
         done = repeat(batch, policy, begin, gpu_s * calls, calls, asynchronous=True)
+        energy = self._energy.stop(mark) if self._energy is not None else None
         phases = Phases(warmup_s=done.warmup_end - begin - capture_s, capture_s=capture_s, settled=done.settled,
-                        host_wait=host.share(), device_idle=idle.share(), launch_share=idle.launch_share())  # fmt: skip
+                        host_wait=host.share(), device_idle=idle.share(), launch_share=idle.launch_share(),
+                        energy=energy)  # fmt: skip
         stats = summarize(
             done.samples,
             method=method,

@@ -9,6 +9,7 @@ from typing import Literal
 
 from schemas import TimingStats
 
+from ..machine.energy import WindowEnergy
 from .repeats import relative_halfwidth
 
 Method = Literal["cuda_event", "cuda_graph", "perf_counter"]
@@ -69,7 +70,14 @@ def summarize(
         host_wait=_share(phases.host_wait) if phases is not None else None,
         device_idle=_share(phases.device_idle) if phases is not None else None,
         launch_share=_share(phases.launch_share) if phases is not None else None,
+        **_energy(phases.energy if phases is not None else None),
     )
+
+
+def _energy(energy: WindowEnergy | None) -> dict[str, float]:
+    if energy is None:
+        return {}
+    return {"power_w": energy.power_w, "energy_j": energy.joules, "energy_span_s": energy.span_s}
 
 
 def _share(value: float | None) -> float | None:
@@ -94,3 +102,4 @@ class Phases:
     host_wait: float | None = None  # agent/timing/starvation.py: what the window got of the host
     device_idle: float | None = None
     launch_share: float | None = None
+    energy: WindowEnergy | None = None  # agent/machine/energy.py: the board's energy over the repeats

@@ -166,3 +166,22 @@ def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) ->
     figures = {f["figure"]: f for f in verdict["figures"]}
     assert set(figures) == {"matmul_bf16", "memory", "h2d", "bert_fwdbwd"}
     assert all(f["floor"] and f["value"] > f["floor"] for f in figures.values())
+
+
+def test_a_gpu_cell_reads_the_boards_mean_power_from_its_energy_counter() -> None:
+    # Half a second of bf16 products holds several of the counter's 100 ms updates: the power they say is a loaded
+    # board's (above idle, at most its power limit and a little: the limit is a 1 s average).
+    import torch
+
+    target = _target()
+    a = torch.randn(8192, 8192, device=target.torch_device(), dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=target.torch_device(), dtype=torch.bfloat16)
+    stats = target.timer().measure(lambda: a @ b, replace(POLICY, min_time_s=0.5)).stats
+    with open_nvml() as nvml:
+        assert nvml is not None
+        handle = nvml.handle_for_uuid(target.uuid or "")
+        limit = nvml.facts(handle).power_limit_w
+    assert stats.power_w is not None and stats.energy_j is not None and stats.energy_span_s is not None
+    assert stats.energy_span_s >= 0.3
+    assert 150.0 < stats.power_w <= (limit or 2000.0) * 1.1
+    assert stats.energy_j == pytest.approx(stats.power_w * stats.energy_span_s)
