@@ -15,6 +15,26 @@ from tests.servers import Collector, serve_collector
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: How long a test's HTTP client waits for an answer when it does not say (httpx's own default is 5 s). The tests check
+#: what the collector answers, not how fast: on a loaded 2-core CI machine a page read behind a busy writer took over
+#: 5 s, and the test failed on the wait. Speed is measured by benchmarks/, and tests of time limits set their own.
+HTTP_TIMEOUT_S = 60.0
+
+
+def _patient_httpx() -> None:
+    import httpx
+    import httpx._api
+
+    for fn in (httpx.Client.__init__, httpx.AsyncClient.__init__,
+               *(getattr(httpx._api, name) for name in ("request", "stream", "get", "options", "head", "post", "put",
+                                                        "patch", "delete"))):  # fmt: skip
+        defaults = fn.__kwdefaults__
+        if defaults is not None and "timeout" in defaults:
+            defaults["timeout"] = httpx.Timeout(HTTP_TIMEOUT_S)
+
+
+_patient_httpx()
+
 
 def transformers_at_least(version: str) -> bool:
     import transformers

@@ -16,7 +16,7 @@ from typing import Any
 from schemas import GpuSpec, match_spec
 from schemas.baselines import BaselineEntry
 
-from ..store.figures import BY_KEY, FIGURES
+from ..store.figures import BY_KEY, FIGURES, PER_WATT_SUFFIX
 
 Fetched = tuple[Any, ...]  # one row as a named query returns it
 
@@ -30,6 +30,12 @@ DATASHEET = (
 )
 #: The derived row of TFLOPS per $1,000 (the price chart's title and bar too).
 PER_KUSD = ("FP16 matmul per $1,000", "TFLOPS")
+#: The figures whose per-watt twins (the figure over the board's mean power while it was measured) the table shows
+#: after the price rows: what a power bill is compared on. Every other twin is in ``figures`` and the SQL views.
+PER_WATT_ROWS = tuple(key + PER_WATT_SUFFIX for key in (
+    "matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16", "matmul_fp8", "bw_copy", "bert_fwdbwd",
+    "gpt2_fwdbwd", "train_bert_tokens", "train_gpt2_tokens", "llama3_8b_decode_b1_torch", "llama3_8b_decode_b32_torch",
+))  # fmt: skip
 PUBLISHED = " (published)"
 
 
@@ -194,6 +200,10 @@ def comparison(
         for cell, usd in zip(fp16.cells, card_prices, strict=True)
     ]
     rows.append(Row(*PER_KUSD, per_dollar, "derived", "fp16_per_kusd"))
+    for key in PER_WATT_ROWS:
+        twin = BY_KEY[key]
+        per_watt = [None if c.published else found.get((c.label, key)) for c in columns]
+        rows.append(Row(twin.label, twin.unit, per_watt, "measured", key))
     notes = []
     if any(c.baseline for c in columns):
         notes.append("Columns marked baseline are a card's baseline (the median over the GPUs it stands on of each "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from schemas.health_figures import HEALTH_FIGURES, UNTRUSTED_FLAGS, HealthFigure
+from schemas.labels import HEADLINES
 
 #: Results that may become a figure: ok, and not flagged as a measurement error, wrong numerics or a starved window
 #: (``schemas.health_figures.UNTRUSTED_FLAGS``, which the agent's own verdicts apply too: one list).
@@ -38,7 +39,7 @@ class Figure:
     unit: str
     benchmark: str
     #: The metric whose best is the figure; ``copy_fraction``: GB/s over the best copy of the same run and GPU
-    value: Literal["tflops", "gbps", "tokens_per_s", "mfu", "peak_fraction", "copy_fraction"]
+    value: Literal["tflops", "gbps", "tokens_per_s", "mfu", "peak_fraction", "copy_fraction", "per_watt"]
     digits: int = 1
     scale: float = 1.0  # the metric times this (MFU as a percentage)
     dtype: str | None = None
@@ -142,7 +143,22 @@ FIGURES: tuple[Figure, ...] = (
 )  # fmt: skip
 #: Not rows of the table, but read by health and version checks: the health figures the table has no row for.
 EXTRA: tuple[Figure, ...] = tuple(_health(f) for f in HEALTH_FIGURES.values() if f.key not in {g.key for g in FIGURES})
-BY_KEY = {f.key: f for f in (*FIGURES, *EXTRA)}
+
+#: A figure's unit per watt (``schemas.labels.HEADLINES``: TFLOPS/W, GB/s/W, tokens/J), and the suffix of its twin.
+PER_WATT_UNITS = {h.unit: h.per_watt_unit for h in HEADLINES if h.per_watt_unit is not None}
+PER_WATT_SUFFIX = "_per_w"
+
+
+def _per_watt(figure: Figure) -> Figure:
+    """A figure's twin per watt: its value over the board's mean power while its best result was measured (that
+    result's ``power_w``); computed beside the figure, never matched against results itself."""
+    unit = PER_WATT_UNITS[figure.unit]
+    return Figure(figure.key + PER_WATT_SUFFIX, f"{figure.label} per watt", unit, figure.benchmark, "per_watt", 3)
+
+
+#: Every figure in TFLOPS, GB/s or tokens/s has a twin per watt, in the same order.
+PER_WATT: tuple[Figure, ...] = tuple(_per_watt(f) for f in (*FIGURES, *EXTRA) if f.unit in PER_WATT_UNITS)
+BY_KEY = {f.key: f for f in (*FIGURES, *EXTRA, *PER_WATT)}
 
 #: Replaced at every start, as its rows are: a database from before a column was added gets it.
 DEFINITIONS_DDL = """CREATE OR REPLACE TABLE figure_definitions (
@@ -174,13 +190,15 @@ RUN_COPY = (
 
 def compute_sql(source: str) -> str:
     """SELECT of every figure of the results in ``source`` (a table with the results' columns): each trusted result
-    joined to the definitions it meets (a definition's NULL params match anything)."""
+    joined to the definitions it meets (a definition's NULL params match anything), then each figure's twin per
+    watt where its best result read the board's power."""
     matched = " AND ".join(f"(d.{m} IS NULL OR coalesce(r.{m}, {UNSAID[m]}) = d.{m})" if m in UNSAID
                            else f"(d.{m} IS NULL OR r.{m} = d.{m})" for m in MATCHED)  # fmt: skip
-    return (
+    best = (
         "SELECT run_id, gpu_index, figure, max(v) AS value, arg_max(peak_fraction, v) AS peak_fraction,"
-        " arg_max(sm_clock_mhz_median, size) AS sm_clock_mhz FROM ("
+        " arg_max(sm_clock_mhz_median, size) AS sm_clock_mhz, arg_max(power_w, v) AS power_w FROM ("
         "SELECT r.run_id, r.gpu_index, d.figure, r.peak_fraction, r.sm_clock_mhz_median, coalesce(r.n, 0) AS size,"
+        " r.power_w,"
         " CAST(CASE d.value WHEN 'tflops' THEN r.tflops WHEN 'gbps' THEN r.gbps WHEN 'tokens_per_s' THEN r.tokens_per_s"
         " WHEN 'mfu' THEN r.mfu WHEN 'peak_fraction' THEN r.peak_fraction WHEN 'copy_fraction' THEN r.gbps / r.run_copy"
         " END * d.scale AS DOUBLE) AS v"
@@ -188,6 +206,12 @@ def compute_sql(source: str) -> str:
         f" ON r.benchmark = d.benchmark AND {matched}"
         " AND (d.dtype_prefix IS NULL OR starts_with(r.dtype, d.dtype_prefix))"
         ") WHERE v IS NOT NULL GROUP BY run_id, gpu_index, figure"
+    )
+    twins = ", ".join(f"('{f.key.removesuffix(PER_WATT_SUFFIX)}', '{f.key}')" for f in PER_WATT)
+    return (
+        f"WITH best AS ({best}) SELECT run_id, gpu_index, figure, value, peak_fraction, sm_clock_mhz FROM best"
+        " UNION ALL SELECT b.run_id, b.gpu_index, w.figure, b.value / b.power_w, NULL, b.sm_clock_mhz"
+        f" FROM best b JOIN (VALUES {twins}) w(base, figure) ON b.figure = w.base WHERE b.power_w > 0"
     )
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from schemas.labels import HEADLINES, Headline
+
 from .figures import RUN_COPY
 from .tables import COUNTERS
 
@@ -25,6 +29,20 @@ def devices_sql(runs: str = "runs", gpus: str = "gpus") -> str:
                g.throttle_reasons_seen, g.temperature_end_c
         FROM {runs} ru LEFT JOIN {gpus} g ON g.run_id = ru.run_id
     """
+
+
+def _headline_case(then: Callable[[Headline], str | None]) -> str:
+    """A CASE over a result's columns that picks its headline kind (``schemas.labels.HEADLINES``: the first metric it
+    has) and gives ``then`` of it (NULL where that is None)."""
+    whens = []
+    for h in HEADLINES:
+        when = f"{h.metric} IS NOT NULL" + "".join(f" AND benchmark <> '{b}'" for b in h.not_for)
+        whens.append(f"WHEN {when} THEN {then(h) or 'NULL'}")
+    return "CASE " + " ".join(whens) + " END"
+
+
+def _quoted(text: str | None) -> str | None:
+    return f"'{text}'" if text is not None else None
 
 
 def _counters_sql() -> str:
@@ -143,6 +161,19 @@ VIEWS: dict[str, str] = {
                CAST(json_array_length(g.xid_events) AS INTEGER) AS xid_count, g.xid_events
         FROM gpus g JOIN runs ru USING (run_id) JOIN devices d ON d.run_id = g.run_id AND d.gpu_index = g.gpu_index
     """,
+    # Every GPU result whose board power was read (its energy counter over the repeats, agent/machine/energy.py): its
+    # headline (schemas.labels.HEADLINES), the power, and the headline per watt (TFLOPS/W, GB/s/W, tokens/J).
+    "per_watt": f"""
+        SELECT run_id, card, gpu_uuid, hostname, started_at, benchmark, name, dtype, mode, model, block, op,
+               direction, phase, batch, seq_len, m, n, k, figure, unit, power_w, figure / power_w AS per_watt,
+               per_watt_unit, energy_j, energy_span_s, median_s, power_w * median_s AS joules_per_call,
+               sm_clock_mhz_median, power_limit_w, status, flags
+        FROM (SELECT *, {_headline_case(lambda h: h.metric)} AS figure,
+                     {_headline_case(lambda h: _quoted(h.unit))} AS unit,
+                     {_headline_case(lambda h: _quoted(h.per_watt_unit))} AS per_watt_unit
+              FROM result_facts WHERE power_w > 0)
+        WHERE per_watt_unit IS NOT NULL
+    """,
     # Published figures imported with `import-reference`, labelled with where they come from.
     "reference": """
         SELECT f.card, f.figure AS metric, f.value, f.unit, b.name AS source,
@@ -169,6 +200,8 @@ ABOUT: dict[str, str] = {
     "collectives": "collective result: op, backend, dtype, bytes, world size, nodes, algbw, busbw",
     "coverage": "kind of data (raw, archived, figures and summaries): how many runs it covers, first and last",
     "gpu_counters": "GPU in a run: each error counter before and after, what the run added (_during), XID events",
+    "per_watt": "GPU result with the board's mean power read: headline, power_w, per_watt (TFLOPS/W, GB/s/W, "
+    "tokens/J), joules per call",
     "reference": "published figure imported with import-reference: card, metric, value, unit, source",
     "all_results": "result of every run, live or archived to Parquet (results' columns), each run once",
     "all_gpu_samples": "GPU sample of every run, live or archived (gpu_samples' columns), each run once",

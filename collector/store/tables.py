@@ -146,6 +146,7 @@ _TIMING = (
     ("median_s", "DOUBLE"), ("mean_s", "DOUBLE"), ("min_s", "DOUBLE"), ("max_s", "DOUBLE"), ("iqr_s", "DOUBLE"),
     ("cv", "DOUBLE"), ("repeats", "INTEGER"), ("calls_per_repeat", "INTEGER"),
     ("host_wait", "DOUBLE"), ("device_idle", "DOUBLE"), ("launch_share", "DOUBLE"),  # the host (agent/starvation.py)
+    ("power_w", "DOUBLE"), ("energy_j", "DOUBLE"), ("energy_span_s", "DOUBLE"),  # the board (agent/machine/energy.py)
 )  # fmt: skip
 
 RESULTS = Table(

@@ -274,4 +274,6 @@ def test_a_reader_polling_during_posts_and_archiving_sees_every_run_once(
     assert load.errors == [] and len(load.acked) == 36
     assert problems == []
     _once(final, stored | set(load.acked), RESULTS)
-    assert len(archived_seen - {0, due}) >= 3, f"the polls never landed mid-archive: {sorted(archived_seen)}"
+    # The check means something only if polls landed while runs were being archived: at least one saw a count
+    # between none and all (a quiet machine sees many; a loaded 2-core one, where each poll waits, saw two).
+    assert archived_seen - {0, due}, f"the polls never landed mid-archive: {sorted(archived_seen)}"
