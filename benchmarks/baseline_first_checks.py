@@ -4,15 +4,22 @@
    bundled with flopfleet), and ``--lone N`` with no collector at all (the agent judges against the bundled
    baseline itself, as on a rented GPU): each one's level, exit code, figures, whether a figure was measured again.
    None should be flagged.
-2. For each ``--duties`` duty cycle, a competing process (``benchmarks/gpu_hog.py``) shares the GPU during one first
-   check against a fresh collector (``--when-busy measure``): its figures against the healthy checks' median and its
-   level, so the smallest slowdown a first check catches is measured. The GPU's settings are never touched.
-3. The healthy checks' runs, stored in one collector and exported (``baseline export``), imported into a second
+2. For each ``--duties`` duty cycle, a competing process (``benchmarks/gpu_hog.py --duty``) shares the GPU during one
+   first check against a fresh collector (``--when-busy measure``): its figures against the healthy checks' median and
+   its level, so the smallest slowdown a first check catches is measured. The GPU's settings are never touched.
+3. For each ``--shares`` share, the hog that takes that share of the GPU's time (``gpu_hog.py --share``: one kernel of
+   ``--kernel-us`` per period), during one first check against a fresh collector and one with no collector: the
+   same figures and levels, graded finely where the duty cycles jump from a few percent to 28 %.
+4. The healthy checks' runs, stored in one collector and exported (``baseline export``), imported into a second
    collector: the slowed runs judged there and against the bundled baseline alone, level by level.
 
     python benchmarks/baseline_first_checks.py --healthy 5 --lone 2 --duties 0.3,0.5,0.7,0.9 --out baseline.json
+    python benchmarks/baseline_first_checks.py --healthy 3 --lone 1 --duties "" --shares 0.02,0.05,0.08 \
+        --out shares.json --runs shares-runs.json
 
-Every run posted is kept in ``--runs`` (one JSON list) for the docs.
+Every run posted is kept in ``--runs`` (one JSON list) for the docs: committed under docs/results/h200/, its healthy
+profile runs join the bundled baseline as one more GPU (scripts/bundle_baselines.py; the slowed ones have another
+process on the GPU and are left out).
 """
 
 from __future__ import annotations
@@ -35,8 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.serving import CollectorProcess  # noqa: E402
 from collector.web.tokens import TokenStore  # noqa: E402
+from schemas.health_figures import HEALTH_FIGURES  # noqa: E402
 
-FIGURES = ("matmul_bf16", "memory", "h2d", "bert_fwdbwd")
+FIGURES = tuple(HEALTH_FIGURES)
 
 
 def _check(url: str | None, token: str | None, spool: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -128,17 +136,117 @@ def handed_on(work: Path, healthy: list[dict[str, Any]], slowed: list[dict[str, 
     return found
 
 
+def fractions(text: str, *, name: str, whole: bool) -> list[float]:
+    """A comma-separated list of fractions (``--duties``, ``--shares``): each in (0, 1), or (0, 1] where ``whole``."""
+    out = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        value = float(item)
+        if not (0 < value <= 1 if whole else 0 < value < 1):
+            raise ValueError(f"{name}: {item} is not in (0, 1{']' if whole else ')'}")
+        out.append(value)
+    return out
+
+
+def healthy_median(checks: list[dict[str, Any]]) -> dict[str, float]:
+    """Each figure's median over the healthy first checks (with and without a collector)."""
+    found = {k: [c["figures"][k] for c in checks if k in c.get("figures", {})] for k in FIGURES}
+    return {k: statistics.median(v) for k, v in found.items() if v}
+
+
+def against(figures: dict[str, float], reference: dict[str, float | None]) -> dict[str, float]:
+    """Each figure over its reference value (the healthy median, or the baseline the check held it against)."""
+    return {k: round(v / ref, 4) for k, v in figures.items() if (ref := reference.get(k))}
+
+
+def hog_command(*, duty: float | None = None, share: float | None = None, n: int = 8192, kernel_us: float = 50.0,
+                kernel: str = "spin") -> list[str]:  # fmt: skip
+    """``benchmarks/gpu_hog.py`` for a duty cycle (bf16 matmuls of ``n``) or a share (one kernel per period)."""
+    hog = [sys.executable, str(ROOT / "benchmarks" / "gpu_hog.py")]
+    if share is not None:
+        return [*hog, "--share", str(share), "--kernel-us", str(kernel_us), "--kernel", kernel]
+    return [*hog, "--duty", str(duty), "--n", str(n)]
+
+
+class Hog:
+    """A competing process, started and ready (what it printed until ``hog ready``: its calibration) and stopped
+    (what it printed after: what it launched)."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+        assert self.proc.stdout is not None
+        self.said: list[str] = []
+        for line in self.proc.stdout:
+            if line.strip() == "hog ready":
+                break
+            self.said.append(line.strip())
+        else:
+            self.proc.communicate(timeout=30)
+            raise RuntimeError(f"the hog ended before it was ready (exit {self.proc.returncode}): {self.said}")
+
+    def stop(self) -> list[str]:
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=30)
+        self.said += [x.strip() for x in out.splitlines() if x.strip()]
+        return self.said
+
+
+def slowed_check(
+    work: Path, name: str, medians: dict[str, float], collector: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One first check while a hog runs (``--when-busy measure``), against a fresh collector or none: its result,
+    with its figures against the healthy median and against its baseline, and the runs the collector kept."""
+    runs: list[dict[str, Any]] = []
+    if collector:
+        site = Fresh(work, name)
+        try:
+            result = _check(site.url, site.token, work / "spool", ("--when-busy", "measure"))
+            runs = site.runs(result.get("run_ids", []))
+        finally:
+            site.stop()
+    else:
+        result = _check(None, None, work / "spool", ("--when-busy", "measure"))
+    result["vs_healthy"] = against(result.get("figures", {}), dict(medians))
+    result["vs_baseline"] = against(result.get("figures", {}), result.get("baseline_values", {}))
+    return result, runs
+
+
+def share_rows(report: dict[str, Any]) -> list[str]:
+    """The shares' first checks, one line each: each figure's change from the healthy median, level and exit code,
+    whether a figure was measured again, and the hog's calibration."""
+    lines = [f"{'share':>6} {'judged by':10}" + "".join(f" {k:>12}" for k in FIGURES) + "  level / exit  again"]
+    for share, where in report.get("shares", {}).items():
+        for who, r in where.items():
+            if who == "hog":
+                continue
+            vs = r.get("vs_healthy", {})
+            cells = "".join(f" {f'{vs[k] - 1:+.1%}' if k in vs else '—':>12}" for k in FIGURES)
+            lines.append(f"{float(share):>6.1%} {who:10}{cells}  {r.get('level')} / {r.get('exit_code')}"
+                         f"{'':6}{'yes' if r.get('remeasured') else 'no'}")  # fmt: skip
+        lines += [f"{'':17}{line}" for line in where.get("hog", []) if line.startswith(("calibration", "hog done"))]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--healthy", type=int, default=5)
     parser.add_argument("--lone", type=int, default=2)
     parser.add_argument("--duties", default="0.3,0.5,0.7,0.9")
     parser.add_argument("--hog-n", type=int, default=8192)
+    parser.add_argument("--shares", default="", help="Shares of the GPU's time for gpu_hog.py --share, e.g. 0.02,0.05")
+    parser.add_argument("--kernel-us", type=float, default=50.0, help="The share hog's kernel length, in µs.")
+    parser.add_argument("--hog-kernel", choices=("spin", "matmul"), default="spin", help="The share hog's kernel.")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--runs", type=Path, required=True)
     args = parser.parse_args()
+    try:
+        duties = fractions(args.duties, name="--duties", whole=True)
+        shares = fractions(args.shares, name="--shares", whole=False)
+    except ValueError as exc:
+        parser.error(str(exc))
     work = Path(tempfile.mkdtemp(prefix="flopfleet-baseline-"))
-    report: dict[str, Any] = {"healthy": [], "lone": [], "duties": {}}
+    report: dict[str, Any] = {"healthy": [], "lone": [], "duties": {}, "shares": {}}
     kept: list[dict[str, Any]] = []
 
     def save() -> None:
@@ -163,30 +271,32 @@ def main() -> None:
         report["lone"].append(result)
         print(f"no collector {i + 1}: {json.dumps(result)}", flush=True)
         save()
-    found = {k: [r["figures"][k] for r in report["healthy"] if k in r.get("figures", {})] for k in FIGURES}
-    medians = {k: statistics.median(v) for k, v in found.items() if v}
+    medians = healthy_median(report["healthy"] + report["lone"])
     report["healthy_median"] = medians
     slowed: list[dict[str, Any]] = []
-    for duty in [float(d) for d in args.duties.split(",") if d]:
-        hog = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "gpu_hog.py"), "--duty", str(duty), "--n",
-                                str(args.hog_n)], stdout=subprocess.PIPE, text=True, env=os.environ.copy())  # fmt: skip
-        assert hog.stdout is not None
-        hog.stdout.readline()  # "hog ready"
-        site = Fresh(work, f"duty{duty}")
+    for duty in duties:
+        hog = Hog(hog_command(duty=duty, n=args.hog_n))
         try:
-            result = _check(site.url, site.token, work / "spool", ("--when-busy", "measure"))
-            runs = site.runs(result.get("run_ids", []))
+            result, runs = slowed_check(work, f"duty{duty}", medians, collector=True)
         finally:
-            site.stop()
-            hog.terminate()
-            hog.wait(30)
-        result["vs_healthy"] = {
-            k: round(v / medians[k], 3) for k, v in result.get("figures", {}).items() if k in medians
-        }
+            hog.stop()
         slowed += runs[-1:]
         kept += runs
         report["duties"][str(duty)] = result
         print(f"duty {duty}: {json.dumps(result)}", flush=True)
+        save()
+    for share in shares:
+        hog = Hog(hog_command(share=share, kernel_us=args.kernel_us, kernel=args.hog_kernel))
+        print(f"share {share}: {' '.join(hog.said)}", flush=True)
+        where: dict[str, Any] = {}
+        try:
+            for who, collector in (("collector", True), ("agent", False)):
+                where[who], runs = slowed_check(work, f"share{share}", medians, collector=collector)
+                kept += runs
+                print(f"share {share}, {who}: {json.dumps(where[who])}", flush=True)
+        finally:
+            where["hog"] = hog.stop()
+        report["shares"][str(share)] = where
         save()
     report["export"] = handed_on(work, healthy_runs, slowed)
     save()
@@ -197,6 +307,8 @@ def main() -> None:
     for duty, r in report["duties"].items():
         print(f"  duty {duty}: {r.get('level')} exit {r.get('exit_code')} vs healthy {r.get('vs_healthy')}")
     print("  exported vs bundled:", json.dumps(report.get("export", {}).get("levels")))
+    if report["shares"]:
+        print("\n".join(["\nshares of the GPU's time (figures against the healthy median):", *share_rows(report)]))
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def test_release_lines() -> None:
 
 def test_the_bundled_baselines_load_and_say_what_they_stand_on() -> None:
     (h200,) = bundled()
-    assert h200.source.collector and h200.source.description and "counted as one GPU" in h200.source.description
+    assert h200.source.collector and "each counted once by its UUID" in (h200.source.description or "")
     assert {c.card for c in h200.cards} == {"NVIDIA H200 140 GiB · 700 W"}
 
 

@@ -1,0 +1,67 @@
+"""The bundled H200 baseline counts GPUs by UUID (scripts/bundle_baselines.py) and is validated by leaving each GPU
+out (benchmarks/baseline_leave_one_out.py), both on the CPU from the runs committed under docs/results/h200/."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from collector.analysis.baselines import build
+from schemas.baselines import bundled
+from scripts.bundle_baselines import committed, left_out, measured
+from tests.conftest import ROOT
+
+RESULTS = ROOT / "docs" / "results" / "h200"
+
+
+def _copy(name: str, folder: Path, *, gpu_uuid: str | bool | None = False) -> None:
+    """A committed run file into ``folder``; with ``gpu_uuid`` given, as another run whose GPU has that UUID."""
+    data = json.loads((RESULTS / name).read_text())
+    if gpu_uuid is not False:
+        data["run_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}-{gpu_uuid}"))
+        data["gpus"][0]["uuid"] = gpu_uuid
+    target = folder / f"{len(list(folder.iterdir()))}.json"
+    target.write_text(json.dumps(data))
+
+
+def test_the_bundle_counts_each_gpu_once_by_its_uuid_and_leaves_out_a_run_without_one(tmp_path: Path) -> None:
+    for name in ("standard1.json", "standard2.json", "third-lease/run-20261129T151758.json"):
+        _copy(name, tmp_path)  # two GPUs: f1378432 twice, 466187dd once
+    _copy("isolation/standard-process1.json", tmp_path, gpu_uuid=None)  # 2427eed8's run, its UUID taken away
+    shutil.copy(RESULTS / "busy-host" / "loaded.json", tmp_path / "loaded.json")  # a loaded host: a starved window
+    runs = committed(tmp_path)
+    why = {c.run.gpus[0].uuid: left_out(c.run) for c in runs}
+    assert why[None] == "a GPU without a UUID cannot be counted once"
+    assert why["GPU-c43ff95e-ffc3-7e23-e070-50c4487d06fe"] == "measured on a loaded host (a window flagged starved)"
+    (card,), refused = build(measured(tmp_path))
+    assert not refused and card.suite == "standard"
+    memory = next(f for f in card.figures if f.figure == "memory")
+    assert (memory.gpus, memory.runs) == (2, 3) and memory.between_gpus is not None
+
+
+def test_the_bundled_h200_baseline_stands_on_every_gpu_with_a_healthy_run() -> None:
+    (h200,) = bundled()
+    health, standard = (next(c for c in h200.cards if c.suite == s) for s in ("health", "standard"))
+    # Each GPU once: nine UUIDs ran the standard suite healthily; one ran the health profile with its run files kept
+    # (the checks of 2026-12-01 were kept as figures without a UUID, and are not used).
+    assert {f.gpus for f in standard.figures if f.figure in ("matmul_bf16", "memory", "h2d", "bert_fwdbwd")} == {9}
+    assert {(f.gpus, f.runs) for f in health.figures} == {(1, 5)}
+    assert "each counted once by its UUID" in (h200.source.description or "")
+
+
+def test_leaving_each_gpu_out_raises_no_false_alarm() -> None:
+    done = subprocess.run([sys.executable, "benchmarks/baseline_leave_one_out.py"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = re.search(r"false alarms: (\d+) of (\d+) first runs .*; (\d+) of (\d+) checks kept without a UUID",
+                      done.stdout)  # fmt: skip
+    assert found is not None, done.stdout
+    assert found.groups() == ("0", "9", "0", "6")
+    # every standard first run was judged against the eight other GPUs' baseline, at 3 % for memory and BERT
+    rows = [line for line in done.stdout.splitlines() if re.match(r"[0-9a-f]{8} standard ", line)]
+    assert len(rows) == 9 and all(" 8 ok " in row and row.count("/ 3%") == 2 for row in rows)
