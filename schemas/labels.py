@@ -72,6 +72,12 @@ HEADLINES: tuple[Headline, ...] = (
 )
 
 
+#: A figure's unit per watt (TFLOPS/W, GB/s/W, tokens/J), and the suffix of the key of a figure's twin per watt
+#: (``matmul_bf16_per_w``): what the collector's figures, views and ``/metrics`` call them.
+PER_WATT_UNITS = {h.unit: h.per_watt_unit for h in HEADLINES if h.per_watt_unit is not None}
+PER_WATT_SUFFIX = "_per_w"
+
+
 def _headline(result: Result) -> tuple[float, Headline] | None:
     m = result.metrics
     if m is None:

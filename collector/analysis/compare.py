@@ -15,8 +15,9 @@ from typing import Any
 
 from schemas import GpuSpec, match_spec
 from schemas.baselines import BaselineEntry
+from schemas.labels import PER_WATT_SUFFIX
 
-from ..store.figures import BY_KEY, FIGURES, PER_WATT_SUFFIX
+from ..store.figures import BY_KEY, FIGURES
 
 Fetched = tuple[Any, ...]  # one row as a named query returns it
 

@@ -271,3 +271,5 @@ class FleetMetrics:
     counters: list[dict[str, Any]]
     #: The error counters' names, in the order their series are written (``store.tables.COUNTERS``).
     counter_names: tuple[str, ...]
+    #: (device, GPU model, card, hostname, figure, value): each GPU's latest per-watt twin of each health figure.
+    per_watt: list[tuple[Any, ...]] = field(default_factory=list)

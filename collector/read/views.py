@@ -14,6 +14,8 @@ from typing import Any
 
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle, BaselineIndex, BaselineSource, baseline_threshold, seal
+from schemas.health_figures import HEALTH_FIGURES
+from schemas.labels import PER_WATT_SUFFIX
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
 from ..analysis import baselines, compare, health, machines, regressions
@@ -300,7 +302,9 @@ def compare_cards(reads: Reads, chosen: list[str]) -> CompareView:
 
 
 def fleet_metrics(reads: Reads) -> FleetMetrics:
-    return FleetMetrics(fleet_health(reads), reads.latest_counters(), tuple(name for name, _ in COUNTERS))
+    twins = [key + PER_WATT_SUFFIX for key in HEALTH_FIGURES if key + PER_WATT_SUFFIX in BY_KEY]
+    return FleetMetrics(fleet_health(reads), reads.latest_counters(), tuple(name for name, _ in COUNTERS),
+                        reads.latest_per_watt(twins))  # fmt: skip
 
 
 def multi_gpu_machines(reads: Reads) -> list[MultiGpuMachine]:

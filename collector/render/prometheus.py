@@ -15,6 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from schemas.health_figures import unit
+from schemas.labels import PER_WATT_SUFFIX, PER_WATT_UNITS
 
 from ..analysis.health import FleetMetrics
 
@@ -57,6 +58,14 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
     last = GaugeMetricFamily(
         "flopfleet_gpu_last_run_timestamp_seconds", "Start of the GPU's latest run (Unix time)", labels=GPU_LABELS
     )
+    per_watt = GaugeMetricFamily(
+        "flopfleet_gpu_figure_per_watt",
+        "A GPU's latest health figure over the board's mean power while it was measured (unit in the label)",
+        labels=[*GPU_LABELS, "figure", "unit"],
+    )
+    for device, gpu_model, card, hostname, twin, value in data.per_watt:
+        figure_key = str(twin).removesuffix(PER_WATT_SUFFIX)
+        per_watt.add_metric([device, gpu_model, card, hostname, figure_key, PER_WATT_UNITS[unit(figure_key)]], value)
     for v in data.verdicts:
         labels = [v.device, v.gpu_model, v.card, v.hostname]
         for name, f in v.figures.items():
@@ -87,7 +96,7 @@ def families(data: FleetMetrics) -> list[GaugeMetricFamily]:
                 counter.add_metric([*labels, name], float(value))
         if row["xid_count"] is not None:
             xids.add_metric(labels, float(row["xid_count"]))
-    return [figure, ratio, baseline_ratio, verdict, slow_by, last, counter, xids]
+    return [figure, per_watt, ratio, baseline_ratio, verdict, slow_by, last, counter, xids]
 
 
 def exposition(data: FleetMetrics) -> bytes:

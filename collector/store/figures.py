@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from schemas.health_figures import HEALTH_FIGURES, UNTRUSTED_FLAGS, HealthFigure
-from schemas.labels import HEADLINES
+from schemas.labels import PER_WATT_SUFFIX, PER_WATT_UNITS
 
 #: Results that may become a figure: ok, and not flagged as a measurement error, wrong numerics or a starved window
 #: (``schemas.health_figures.UNTRUSTED_FLAGS``, which the agent's own verdicts apply too: one list).
@@ -143,10 +143,6 @@ FIGURES: tuple[Figure, ...] = (
 )  # fmt: skip
 #: Not rows of the table, but read by health and version checks: the health figures the table has no row for.
 EXTRA: tuple[Figure, ...] = tuple(_health(f) for f in HEALTH_FIGURES.values() if f.key not in {g.key for g in FIGURES})
-
-#: A figure's unit per watt (``schemas.labels.HEADLINES``: TFLOPS/W, GB/s/W, tokens/J), and the suffix of its twin.
-PER_WATT_UNITS = {h.unit: h.per_watt_unit for h in HEADLINES if h.per_watt_unit is not None}
-PER_WATT_SUFFIX = "_per_w"
 
 
 def _per_watt(figure: Figure) -> Figure:

@@ -118,6 +118,17 @@ class FleetReads(Queries):
             [model] if model else [],
         )
 
+    def latest_per_watt(self, figures: list[str]) -> list[Row]:
+        """(device, GPU model, card, hostname, figure, value) of each agent-measured GPU's latest value of each of
+        ``figures`` (per-watt twins)."""
+        return self._rows(
+            """SELECT l.device_id, l.gpu_model, l.card, d.hostname, l.figure, l.value
+               FROM latest_figures l JOIN device_latest d ON d.device_id = l.device_id
+               WHERE l.source = 'agent' AND l.gpu_name IS NOT NULL AND l.figure IN (SELECT unnest(?::VARCHAR[]))
+               ORDER BY l.device_id, l.figure""",
+            [figures],
+        )
+
     # -- baselines ---------------------------------------------------------------------------------------------
 
     def baselines(self) -> list[Row]:

@@ -4,14 +4,22 @@ that did not read it give none. A real DuckDB file under tmp_path, runs built by
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from collector.read.report import build_report
 from collector.read.views import comparison
 from collector.store import Store
-from tests.factories import bandwidth, gpu, inference, make_run, matmul
+from tests.factories import bandwidth, gpu, inference, make_run, matmul, run_dict
+from tests.servers import serve_collector
+
+PROMTOOL = shutil.which("promtool")
 
 
 def _powered(result: dict[str, Any], watts: float) -> dict[str, Any]:
@@ -84,3 +92,26 @@ def test_the_report_has_per_watt_rows_after_the_price(store: Any) -> None:
     assert keys.index("matmul_bf16_per_w") > max(keys.index(k) for k in ("matmul_bf16", "bw_copy"))
     text = build_report(s.reads(), fmt="md")
     assert "BF16 matmul per watt" in text and "TFLOPS/W" in text
+
+
+def test_a_served_collector_shows_per_watt_on_its_card_and_compare_pages_and_in_metrics(tmp_path: Path) -> None:
+    run = run_dict([_powered(matmul(8192, "bf16", 700.0), 680.0), _powered(_copy(4200.0), 420.0)],
+                   gpus=[gpu("NVIDIA H200", memory_gib=141)], hostname="powered")  # fmt: skip
+    other = run_dict([_powered(_copy(3000.0), 500.0)], gpus=[gpu()], hostname="h100")  # the factories' H100
+    with serve_collector(tmp_path / "served.duckdb") as site, httpx.Client(base_url=site.url) as http:
+        for body in (run, other):
+            assert http.post("/api/v1/runs", json=body, headers=site.auth).status_code == 201
+        card = "NVIDIA H200 141 GiB · 700 W"
+        page = http.get(f"/cards/{card}").text
+        assert "BF16 matmul per watt" in page and "TFLOPS/W" in page
+        cards = [card, "NVIDIA H100 80GB HBM3 80 GiB · 700 W"]
+        compared = http.get("/compare", params={"cards": cards}).text
+        assert "Memory copy per watt" in compared and "GB/s/W" in compared
+        metrics = http.get("/metrics").text
+    found = re.search(r'^flopfleet_gpu_figure_per_watt\{(?=[^}]*figure="matmul_bf16")(?=[^}]*unit="TFLOPS/W")'
+                      r'[^}]*\} (\S+)$', metrics, flags=re.M)  # fmt: skip
+    assert found is not None and float(found.group(1)) == pytest.approx(700.0 / 680.0)
+    if PROMTOOL is not None:
+        done = subprocess.run([PROMTOOL, "check", "metrics"], input=metrics, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
