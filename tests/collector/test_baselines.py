@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from agent.run.check import judge_locally
 
+from agent.run.check import judge_locally
 from collector.read.views import fleet_health
 from collector.store import Store
 from schemas import RunSubmission

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from agent.run.config import UploadConfig
 from agent.run.spool import spooled
 from agent.run.upload import deliver, new_client
-
 from collector.analysis.parse import MAX_AHEAD
 from tests.conftest import collector_cli
 from tests.factories import make_run, matmul

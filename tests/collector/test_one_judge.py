@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent.run.check import judge_locally
-from agent.harness.suites import HEALTH
 from pydantic import ValidationError
 
+from agent.harness.suites import HEALTH
+from agent.run.check import judge_locally
 from collector.analysis.health import wire
 from collector.read.views import fleet_health
 from collector.store import Store

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+
 from agent.run.config import UploadConfig
 from agent.run.upload import post
-
 from collector.store import Store
 from collector.web.tokens import TokenStore
 from schemas import RunSubmission
