@@ -108,6 +108,8 @@ def test_a_served_collector_shows_per_watt_on_its_card_and_compare_pages_and_in_
         compared = http.get("/compare", params={"cards": cards}).text
         assert "Memory copy per watt" in compared and "GB/s/W" in compared
         metrics = http.get("/metrics").text
+        run_page = http.get(f"/runs/{run['run_id']}").text
+    assert f"{700.0 / 680.0:.3g} TFLOPS/W" in run_page and "mean power 680 W" in run_page
     found = re.search(r'^flopfleet_gpu_figure_per_watt\{(?=[^}]*figure="matmul_bf16")(?=[^}]*unit="TFLOPS/W")'
                       r'[^}]*\} (\S+)$', metrics, flags=re.M)  # fmt: skip
     assert found is not None and float(found.group(1)) == pytest.approx(700.0 / 680.0)

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
 from schemas import GpuCounters, TimingStats
-from schemas.labels import HOSTNAME, describe, headline
+from schemas.labels import HOSTNAME, describe, headline, per_watt
 
 from ...analysis import health
 from ...analysis.compare import Comparison
@@ -109,11 +109,13 @@ def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
     run = views.run(store.run_payload(run_id))
     results = []
     for r in run.results:
-        shown = headline(r)
+        shown, efficiency = headline(r), per_watt(r)
         t = r.timing
         results.append({
             "name": r.name, "case": describe(r), "status": r.status,
             "headline": f"{number(shown[0])} {shown[1]}" if shown else "", "peak": r.peak_fraction,
+            "per_watt": f"{efficiency[0]:.3g} {efficiency[1]}" if efficiency else "",
+            "power": f"board's mean power {t.power_w:.0f} W over the repeats" if t and t.power_w else "",
             "median": f"{number(t.median_s * 1e3)} ms" if t else "",
             "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" + _host(t) if t else "",
             "notes": ", ".join(r.flags) + (f" {r.reason}" if r.reason else ""),
