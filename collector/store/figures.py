@@ -192,7 +192,7 @@ def compute_sql(source: str) -> str:
                            else f"(d.{m} IS NULL OR r.{m} = d.{m})" for m in MATCHED)  # fmt: skip
     best = (
         "SELECT run_id, gpu_index, figure, max(v) AS value, arg_max(peak_fraction, v) AS peak_fraction,"
-        " arg_max(sm_clock_mhz_median, size) AS sm_clock_mhz, arg_max(power_w, v) AS power_w FROM ("
+        " arg_max(sm_clock_mhz_median, size) AS sm_clock_mhz, arg_max_null(power_w, v) AS power_w FROM ("
         "SELECT r.run_id, r.gpu_index, d.figure, r.peak_fraction, r.sm_clock_mhz_median, coalesce(r.n, 0) AS size,"
         " r.power_w,"
         " CAST(CASE d.value WHEN 'tflops' THEN r.tflops WHEN 'gbps' THEN r.gbps WHEN 'tokens_per_s' THEN r.tokens_per_s"
@@ -203,6 +203,8 @@ def compute_sql(source: str) -> str:
         " AND (d.dtype_prefix IS NULL OR starts_with(r.dtype, d.dtype_prefix))"
         ") WHERE v IS NOT NULL GROUP BY run_id, gpu_index, figure"
     )
+    # arg_max_null: the power of the best result itself, NULL where it read none (arg_max would skip it and pair
+    # the figure with the power of a lesser result).
     twins = ", ".join(f"('{f.key.removesuffix(PER_WATT_SUFFIX)}', '{f.key}')" for f in PER_WATT)
     return (
         f"WITH best AS ({best}) SELECT run_id, gpu_index, figure, value, peak_fraction, sm_clock_mhz FROM best"

@@ -13,11 +13,12 @@ import pytest
 
 from collector.store import SUMMARY_TABLES, Store
 from collector.store.errors import DatabaseBusy, QueryRefused, RunConflict
-from collector.store.figures import EXTRA, FIGURES, MATCHED
+from collector.store.figures import EXTRA, FIGURES, MATCHED, PER_WATT
 from collector.store.sqlguard import QueryTimeout
 from collector.store.sqlviews import VIEWS
 from schemas import RunSubmission
 from schemas.health_figures import UNTRUSTED_FLAGS
+from schemas.labels import PER_WATT_SUFFIX
 from tests.collector.conftest import held_open, query
 from tests.factories import T0, bandwidth, layer, make_run, matmul
 
@@ -149,8 +150,10 @@ def test_the_writer_folds_the_log_into_the_file_once_runs_stop_coming(tmp_path: 
 
 
 def _expected_figures(run: RunSubmission) -> dict[tuple[int | None, str], float]:
-    """Each figure worked out in Python from the run's results: the oracle for the store's join."""
+    """Each figure worked out in Python from the run's results: the oracle for the store's join; and each one's twin
+    per watt, over the power its best result read."""
     best: dict[tuple[int | None, str], float] = {}
+    power: dict[tuple[int | None, str], float | None] = {}
     trusted = [r for r in run.model_dump(mode="json")["results"]
                if r["status"] == "ok" and not UNTRUSTED_FLAGS & set(r.get("flags") or [])]  # fmt: skip
     copies: dict[int | None, float] = {}  # each GPU's best copy in the run: what copy_fraction divides by
@@ -171,7 +174,14 @@ def _expected_figures(run: RunSubmission) -> dict[tuple[int | None, str], float]
             if source.get(f.value) is None:
                 continue
             key = (result.get("gpu_index"), f.key)
-            best[key] = max(best.get(key, float("-inf")), source[f.value] * f.scale)
+            value = source[f.value] * f.scale
+            if value > best.get(key, float("-inf")):
+                best[key], power[key] = value, (result.get("timing") or {}).get("power_w")
+    twins = {f.key.removesuffix(PER_WATT_SUFFIX): f.key for f in PER_WATT}
+    for (gpu, key), value in list(best.items()):
+        watts = power.get((gpu, key))
+        if key in twins and watts:
+            best[(gpu, twins[key])] = value / watts
     return best
 
 
