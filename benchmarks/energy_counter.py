@@ -90,7 +90,7 @@ def _window_errors(
 ) -> list[dict[str, Any]]:
     """Two estimates of a window's mean power from the counter read at its two ends: ``naive`` divides the energy by
     the window; ``updates`` divides it by the whole updates it holds (the count the nearest to what a power reading
-    10 % off would give), which is what the agent does."""
+    10 % off would give: a pessimistic stand-in for the board's own reading, which the agent uses)."""
     rng = random.Random(0)
     t0, t1 = trace[0][0], trace[-1][0]
     rows = []
