@@ -300,9 +300,8 @@ class _GroupRun:
             return Record(index=index, status="error", reason=died)
         reports = []
         for rank in range(first, first + len(self.group.devices)):
-            path = self.workdir / f"fail.{rank}.json"
-            if path.exists():
-                raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = _report(self.workdir / f"fail.{rank}.json")
+            if raw is not None:
                 reports.append((float(raw.get("at", 0.0)), rank, raw))
         if reports:
             _, rank, raw = min(reports, key=lambda item: item[:2])
@@ -334,6 +333,16 @@ class _GroupRun:
             tail = _last_line(self.workdir / f"rank{rank}.log")
             return f"rank {rank} {how}" + (f": {tail}" if tail else "")
         return None
+
+
+def _report(path: Path) -> dict[str, Any] | None:
+    """A rank's failure report, or None where it wrote none. Workers write it whole (aside, then renamed); one that
+    still cannot be read is no report rather than a crash of the whole run: the group's other evidence decides."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) and {"status", "reason"} <= raw.keys() else None
 
 
 def _last_line(path: Path) -> str | None:

@@ -108,7 +108,11 @@ def _fail(workdir: Path, rank: Rank, exc: BaseException) -> None:
     reason = reason if isinstance(exc, Unsupported) else f"{type(exc).__name__}: {reason}"
     path = workdir / f"fail.{rank.rank}.json"
     report = {"status": status, "reason": reason[:900], "at": time.time()}
-    path.write_text(json.dumps(report), encoding="utf-8")
+    # Written aside, then renamed: the launcher may stop this rank mid-write (a group that timed out), and it must
+    # never find half a report (CI, a loaded machine: an empty fail.1.json crashed the run instead of failing a case).
+    partial = path.with_suffix(".part")
+    partial.write_text(json.dumps(report), encoding="utf-8")
+    os.replace(partial, path)
     import traceback
 
     traceback.print_exception(exc)

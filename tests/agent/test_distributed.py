@@ -133,6 +133,18 @@ def test_a_hung_group_is_stopped_after_the_timeout(tmp_path: Path) -> None:
     assert records[0].reason == "no progress for 4 s; the worker group was stopped"
 
 
+def test_a_report_cut_short_by_the_stop_is_no_report(tmp_path: Path) -> None:
+    # CI on a loaded machine: a rank whose collective failed had begun its fail.<rank>.json when the watchdog's stop
+    # came, and the empty file crashed the whole run. Rank 1 leaves just such a file (the worker's workdir is its
+    # first argument) and hangs; the case is the watchdog's error and the run goes on.
+    torn = "import sys; pathlib.Path(sys.argv[1], 'fail.1.json').write_text(''); import time; time.sleep(3600)"
+    records = _run(_cases(("all_gather", "all_reduce"), (4 * KiB,), 2), 2, _fault(tmp_path, torn), timeout_s=4)
+    assert [r.status for r in records] == ["error", "ok"], [(r.status, r.reason) for r in records]
+    # Whichever notices first names the 4 s: rank 0's gloo timeout (its own whole report) or the watchdog.
+    reason = records[0].reason or ""
+    assert "Timed out waiting 4000ms" in reason or reason == "no progress for 4 s; the worker group was stopped"
+
+
 def test_a_slow_start_is_not_a_hung_case(tmp_path: Path) -> None:
     # Rank 1 takes 6 s to start (as torch's import does on a loaded machine); the 4 s case timeout starts only
     # once every rank has joined, and the rendezvous waits for the slow rank.
