@@ -21,9 +21,12 @@ ThrottleReason = Literal[
     "hw_power_brake_slowdown",
     "display_clock_setting",
 ]
-#: The reasons that mean heat or the hardware slowed the GPU, not its power limit: a likely cause of a shortfall,
-#: and no healthy run for a baseline.
-SLOWDOWN_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+#: The reasons that mean heat or the hardware slowed the GPU, not its power limit: never normal, a likely cause of a
+#: shortfall, and no healthy run for a baseline.
+FAULT_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+#: The reasons that mean the GPU ran slower than it could: the faults, and reaching the power cap (how a loaded GPU
+#: runs at its default limit; a fault only where the limit was set below the default).
+SLOWDOWN_REASONS = FAULT_REASONS | {"sw_power_cap"}
 ComputeCapability = Annotated[str, StringConstraints(pattern=r"^\d{1,2}\.\d{1,2}$")]
 
 

@@ -16,6 +16,10 @@ from typing import Literal
 #: Flags that keep a result out of every figure, health or not (the collector's ``figures.TRUSTED`` is built from
 #: them): a measurement error, wrong numerics, a window the host starved (a busy host's figure, not the device's).
 UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result", "starved"})
+#: Flags that keep a GPU's whole run out of every baseline (``collector/store/fleet_reads.py``): any result
+#: untrusted, measured beside another process on the GPU (busy) or while the GPU slowed (throttled). A baseline is
+#: built from healthy conditions only.
+UNHEALTHY_FLAGS = UNTRUSTED_FLAGS | {"busy", "throttled"}
 
 #: Where a floor comes from: a dtype's dense peak (``GpuSpec.peak_tflops``), memory bandwidth, or the PCIe link's
 #: peak at the card's maximum generation and width.

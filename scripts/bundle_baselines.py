@@ -7,7 +7,8 @@ runs go through a throw-away collector and are read back through the query and b
 baseline export``, so the bundle is what a fleet holding these runs would export.
 
 Which runs count (``left_out`` names why one does not) is the export's healthy rule (no other process on the GPU, no
-thermal or hardware slowdown, no result flagged busy, throttled, wrong or above the datasheet) and, for these files:
+thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong or above the datasheet) and, for these
+files, whole runs named with their reason:
 a GPU without a UUID (the lent machines are all called ``vm``: keyed by host, every such run would be one GPU again)
 and a run with a window flagged ``starved`` (a loaded host slows figures the flag does not name: busy-host/loaded.json's
 BERT layer read 3 % below the quiet run's, unflagged). Check figures kept without their run files (health-*.json)

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import GpuSamples, StateSummary
+from schemas.environment import SLOWDOWN_REASONS
 
-from .nvml import SLOWDOWN_REASONS, Nvml, Reading
+from .nvml import Nvml, Reading
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from schemas import GpuCounters
+from schemas.environment import FAULT_REASONS
 
 from .counters import Counters, XidWatch
 
@@ -33,13 +34,6 @@ THROTTLE_BITS: dict[int, str] = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-#: Reasons that mean the GPU ran slower than it could: the ones a health check cares about.
-SLOWDOWN_REASONS = frozenset(
-    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
-)
-#: Slowdowns that are never normal. Reaching the power cap is how a loaded GPU runs at its default limit; it is
-#: only a fault when the limit was set below the default.
-FAULT_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
 
 
 def slowed_down(reasons: Iterable[str], gpu: Any | None) -> bool:

@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.baselines import SOFTWARE, BaselineIndex
-from schemas.environment import SLOWDOWN_REASONS
+from schemas.environment import FAULT_REASONS
 from schemas.health_figures import HEALTH_FIGURES
 from schemas.judgement import GpuFacts, GpuJudgement, Measured, Reading, judge_gpu
 from schemas.verdicts import SEVERITY, FigureJudgement, GpuVerdict, Level, minimum_threshold, threshold_from_spread
-
-FAULTS = SLOWDOWN_REASONS
 
 #: The figures health judges, in the order pages show them.
 FIGURE_KEYS = list(HEALTH_FIGURES)
@@ -173,8 +171,8 @@ def _causes(row: dict[str, Any], peers: _Others, clock: int | None, slow: bool) 
         causes.append(f"power limit {limit:.0f} W, below the default {default:.0f} W")
     reasons = row["throttle_reasons_seen"]
     seen = set(reasons) if isinstance(reasons, list) else set()
-    if seen & FAULTS:
-        causes.append("thermal or hardware slowdown during the run: " + ", ".join(sorted(seen & FAULTS)))
+    if seen & FAULT_REASONS:
+        causes.append("thermal or hardware slowdown during the run: " + ", ".join(sorted(seen & FAULT_REASONS)))
     others = row["other_processes"]
     if isinstance(others, int) and others > 0:
         causes.append(f"{others} other process{'es' if others > 1 else ''} on the GPU during the run")

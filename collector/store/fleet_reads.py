@@ -8,7 +8,8 @@ from typing import Any
 
 import duckdb
 
-from schemas.environment import SLOWDOWN_REASONS
+from schemas.environment import FAULT_REASONS
+from schemas.health_figures import UNHEALTHY_FLAGS
 
 from .errors import BadRequest
 from .tables import COUNTERS
@@ -154,9 +155,10 @@ class FleetReads(Queries):
         suite: str | None = None,
     ) -> list[dict[str, Any]]:
         """Every figure value of agent-measured GPUs in healthy conditions (no other process on the GPU, no thermal or
-        hardware slowdown, no result flagged busy, throttled, wrong or above the datasheet), with its card, suite,
-        date and software: what a baseline is built from. ``model``: a regular expression matched against the card
-        (case-insensitive); ``since``: runs started then or later; ``tags``: runs carrying each of them."""
+        hardware slowdown, no result flagged one of ``UNHEALTHY_FLAGS``: busy, throttled, starved, wrong or above the
+        datasheet), with its card, suite, date and software: what a baseline is built from. ``model``: a regular
+        expression matched against the card (case-insensitive); ``since``: runs started then or later; ``tags``: runs
+        carrying each of them."""
         where: list[str] = []
         params: list[object] = []
         if model:
@@ -176,13 +178,14 @@ class FleetReads(Queries):
             where.append("json_extract_string(r.tags, ?) = ?")
             params += ['$."' + key.replace('"', "") + '"', value]
         extra = "".join(f" AND {w}" for w in where)
-        slowdowns = ", ".join(f"'{r}'" for r in sorted(SLOWDOWN_REASONS))
         try:
-            return self._query_measurements(slowdowns, extra, params)
+            return self._query_measurements(extra, params)
         except duckdb.InvalidInputException as exc:  # a model pattern RE2 cannot read
             raise BadRequest(f"model {model!r} is not a regular expression: {str(exc).splitlines()[0]}") from None
 
-    def _query_measurements(self, slowdowns: str, extra: str, params: list[object]) -> list[dict[str, Any]]:
+    def _query_measurements(self, extra: str, params: list[object]) -> list[dict[str, Any]]:
+        slowdowns = ", ".join(f"'{r}'" for r in sorted(FAULT_REASONS))
+        unhealthy = ", ".join(f"'{f}'" for f in sorted(UNHEALTHY_FLAGS))
         return self._dicts(
             f"""SELECT d.card, d.gpu_name, d.device_id, r.suite, f.figure, f.value, d.started_at, d.driver, d.cuda,
                        d.torch, r.transformers
@@ -193,8 +196,7 @@ class FleetReads(Queries):
                   AND NOT list_has_any(coalesce(d.throttle_reasons_seen, []), [{slowdowns}])
                   AND NOT EXISTS (SELECT 1 FROM results x WHERE x.run_id = f.run_id
                                   AND x.gpu_index IS NOT DISTINCT FROM f.gpu_index
-                                  AND list_has_any(coalesce(x.flags, []), ['busy', 'throttled', 'above_peak',
-                                                                          'wrong_result'])){extra}
+                                  AND list_has_any(coalesce(x.flags, []), [{unhealthy}])){extra}
                 ORDER BY d.card, f.figure, d.device_id, d.started_at""",
             params,
         )

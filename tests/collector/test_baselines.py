@@ -229,14 +229,16 @@ def test_each_gpu_counts_once_and_too_few_runs_are_refused_with_the_reason(tmp_p
     assert "nothing to export" in _err(refused) and "2 healthy runs of 1 GPU, at least 3 needed" in _err(refused)
 
 
-def test_runs_beside_another_process_or_flagged_busy_stay_out(tmp_path: Path) -> None:
+def test_runs_beside_another_process_or_flagged_busy_or_starved_stay_out(tmp_path: Path) -> None:
     db = tmp_path / "shared.duckdb"
     with Store(db) as store:
-        for host in ("h1", "h2", "h3", "shared", "flagged"):
+        for host in ("h1", "h2", "h3", "shared", "flagged", "starved"):
             for hour in range(4):
                 data = json.loads(_run(host, hour, seed=len(host), other_processes=int(host == "shared")))
                 if host == "flagged":  # measured with --when-busy measure: every result says so
                     data["results"] = [{**r, "flags": ["busy"]} for r in data["results"]]
+                if host == "starved":  # one window the loaded host starved: its other figures are suspect too
+                    data["results"][0]["flags"] = ["starved"]
                 store.add_run(RunSubmission.model_validate_json(json.dumps(data)))
         store.settle()
         assert {v.level for v in fleet_health(store.reads())} == {Level.ok}  # none is left out for its verdict
