@@ -5,6 +5,9 @@ copy is ``host_bound``: the host's memory and scheduler set its pace), then a su
     python benchmarks/run_to_run.py RUN_A.json RUN_B.json [--min-ms 1] [--limit 3] [--top 20]
 
 Reads the run files as plain JSON (any agent version's), so it compares runs of the code before and after a change.
+A flag explains a difference only where both runs carry it. ``--power-cap-rule`` applies the agent's own
+``power_capped`` rule (agent/machine/nvml.py) to each result's GPU state, for runs posted before the flag existed:
+the data the rule was chosen on (docs/methodology.md, "Cells the power limit sets").
 """
 
 from __future__ import annotations
@@ -12,13 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: Flags that explain a difference: the cell measures something besides the GPU (a busy host: starved), or its
-#: warm-up never settled.
-EXPLAINED = ("host_bound", "unsettled", "busy", "parallel", "throttled", "starved")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the agent's rule, for --power-cap-rule
+
+#: Flags that explain a difference: the cell measures something besides the GPU (a busy host: starved), its warm-up
+#: never settled, or the board's power limit set its clock (power_capped).
+EXPLAINED = ("host_bound", "unsettled", "busy", "parallel", "throttled", "starved", "power_capped")
 #: Param keys that name a cell for people, in this order.
 LABEL_KEYS = ("model", "dtype", "op", "direction", "pinned", "mode", "phase", "implementation", "batch", "seq_len",
               "n", "elements", "bytes")  # fmt: skip
@@ -32,7 +38,8 @@ class Cell:
     label: str
     a_s: float
     b_s: float
-    flags: tuple[str, ...]
+    flags: tuple[str, ...]  # in either run
+    in_both: tuple[str, ...]
     methods: tuple[str, str]
     clocks: tuple[int | None, int | None]
 
@@ -43,7 +50,7 @@ class Cell:
 
     @property
     def explained(self) -> tuple[str, ...]:
-        return tuple(f for f in self.flags if f in EXPLAINED)
+        return tuple(f for f in self.in_both if f in EXPLAINED)
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,23 @@ def _key(result: dict[str, Any]) -> tuple[str, Any, str]:
     return result["name"], result.get("gpu_index"), json.dumps(result["params"], sort_keys=True)
 
 
+def with_power_cap_rule(run: dict[str, Any]) -> dict[str, Any]:
+    """The run with ``power_capped`` worked out again by the agent's rule from each result's GPU state."""
+    from agent.machine.nvml import power_capped
+    from schemas import Gpu, StateSummary
+
+    gpus = {g["index"]: Gpu.model_construct(**g) for g in run.get("gpus", ())}  # any version's: read, not validated
+    results = []
+    for r in run["results"]:
+        state, gpu = r.get("state"), gpus.get(r.get("gpu_index"))
+        flags = [f for f in r.get("flags", ()) if f != "power_capped"]
+        summary = StateSummary.model_validate_json(json.dumps(state)) if state else None
+        if summary is not None and power_capped(summary, gpu) and "throttled" not in flags:
+            flags.append("power_capped")
+        results.append({**r, "flags": flags})
+    return {**run, "results": results}
+
+
 def compare(a: dict[str, Any], b: dict[str, Any], *, min_s: float = 1e-3, limit: float = 0.03) -> Comparison:
     """The cells of two run documents (``RunSubmission`` JSON) that are ``ok`` in both and took ``min_s`` or more."""
     others = {_key(r): r for r in b["results"] if r["status"] == "ok"}
@@ -112,6 +136,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, min_s: float = 1e-3, limit:
         cells.append(Cell(
             name=r["name"], label=label(r["params"]), a_s=t1, b_s=t2,
             flags=tuple(dict.fromkeys((*r.get("flags", ()), *s.get("flags", ())))),
+            in_both=tuple(f for f in r.get("flags", ()) if f in s.get("flags", ())),
             methods=(r["timing"]["method"], s["timing"]["method"]), clocks=(clocks[0], clocks[1]),
         ))  # fmt: skip
     cells.sort(key=lambda c: abs(c.difference), reverse=True)
@@ -139,8 +164,11 @@ def main() -> None:
     parser.add_argument("--min-ms", type=float, default=1.0, help="leave out cells faster than this (default 1)")
     parser.add_argument("--limit", type=float, default=3.0, help="percent difference called out (default 3)")
     parser.add_argument("--top", type=int, default=None, help="print only the worst N rows (the summary counts all)")
+    parser.add_argument("--power-cap-rule", action="store_true", help="work power_capped out again from the states")
     args = parser.parse_args()
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in (args.a, args.b)]
+    if args.power_cap_rule:
+        runs = [with_power_cap_rule(run) for run in runs]
     print(render(compare(*runs, min_s=args.min_ms / 1e3, limit=args.limit / 100), args.top))
 
 

@@ -48,6 +48,7 @@ Flag = Literal[
     "host_bound",  # the host's memory and scheduler set the pace (pageable copies): a figure about the host
     "unsettled",  # the timings still moved when the warm-up's time limit came, or the window's median was unknown
     "starved",  # the measuring process did not get the host it needed (it waited for a CPU): not a figure of the device
+    "power_capped",  # the board's power limit set the clock (agent/machine/nvml.py): moves a few % between runs
 ]
 
 

@@ -37,7 +37,7 @@ from ..devices.physics import ABOVE_PEAK, peak_fraction
 from ..devices.target import Target
 from ..errors import Unsupported, is_oom
 from ..machine.monitor import Monitor
-from ..machine.nvml import slowed_down
+from ..machine.nvml import power_capped, slowed_down
 from ..timing import BurstPolicy, Timed, TimingPolicy
 from ..timing.starvation import Remeasure, starved
 
@@ -166,6 +166,8 @@ def finish_case(
         flags.append("above_peak")
     if state is not None and slowed_down(state.throttle_reasons, gpu):
         flags.append("throttled")
+    elif state is not None and power_capped(state, gpu):
+        flags.append("power_capped")
     try:
         return make_result(
             bench,

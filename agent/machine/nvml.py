@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from schemas import GpuCounters
+from schemas import Gpu, GpuCounters, StateSummary
 from schemas.environment import FAULT_REASONS
 
 from .counters import Counters, XidWatch
@@ -48,6 +48,26 @@ def slowed_down(reasons: Iterable[str], gpu: Any | None) -> bool:
         and gpu.power_limit_w < gpu.power_limit_default_w
     )
     return "sw_power_cap" in seen and bool(lowered)
+
+
+#: Below this share of its maximum SM clock, a GPU that reported its power cap ran at a clock the power limit chose.
+#: On the H200 the cells the 700 W limit sets (tf32, fp16 and bf16 matmul at 8192 and 16384, fp8 at 16384, the
+#: largest prefill batches) ran at a median 1,150-1,665 MHz of 1,980, every other cell at 1,700 or more; at 0.85 four
+#: committed pairs of runs flag the same 9 cells in both, at most one in one run only (docs/methodology.md, "Cells
+#: the power limit sets"; benchmarks/run_to_run.py --power-cap-rule).
+POWER_CAPPED_CLOCK = 0.85
+
+
+def power_capped(state: StateSummary, gpu: Gpu | None) -> bool:
+    """Whether the board's power limit set the clock a case ran at: it reported its power cap and the median SM clock
+    was below ``POWER_CAPPED_CLOCK`` of its maximum. Such a figure is the GPU's at its power limit, and it moves a
+    few % between runs with the board's power and heat history (the clock hunts while the limit's slow loop settles:
+    tf32 matmul at 16384 moved 5-7 % between two runs of one sitting on the H200). A limit set below the default is
+    ``slowed_down`` instead: a fault, not the card's normal state."""
+    if gpu is None or gpu.sm_clock_max_mhz is None or state.sm_clock_mhz_median is None:
+        return False
+    slow = state.sm_clock_mhz_median < POWER_CAPPED_CLOCK * gpu.sm_clock_max_mhz
+    return slow and "sw_power_cap" in state.throttle_reasons
 
 
 def decode_throttle(mask: int) -> tuple[str, ...]:
