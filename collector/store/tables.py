@@ -1,10 +1,16 @@
-"""Table definitions: typed columns and where each comes from in a run's JSON.
+"""Table definitions: the raw tables, which fields of a run each keeps as typed columns, and the SQL that stores them.
 
-One list per table gives the DDL and the INSERT that flattens posted runs inside DuckDB: each run's JSON is parsed
-once per commit (``from_json`` into one typed struct, vectorised and outside the GIL) and every table selects
-from that. Params and metrics that people compare are flattened into typed columns; the full objects are kept as
-JSON beside them, and the run itself as gzip-compressed JSON, so nothing the agent sent is lost and a new field
-needs no migration to be stored.
+The columns come from the models (``columns``): each names the field it holds and takes its SQL type from the field's
+annotation, so the run's shape is declared once, in ``schemas``. What is written here is only what storage decides:
+the tables, the columns the store supplies, which fields get a typed column (the params and metrics people compare;
+every other one stays in the ``params``/``metrics`` JSON beside them), renames, integer widths fixed by the first
+layout, and what is kept whole as JSON. The run itself is kept as gzip-compressed JSON, so nothing the agent sent is
+lost and a new field needs no migration to be stored.
+
+A posted run is validated by pydantic in a worker process; the writer then lets DuckDB read the rows out of the
+same JSON (``from_json`` into one typed struct per commit, vectorised C++ outside the GIL, its structure derived
+from these columns). Building the rows from the validated model instead, in Python, cost more CPU per run than
+DuckDB's parse and made ingest a fifth slower on 2 cores (docs/results/collector.md, "One parse, one shape").
 """
 
 from __future__ import annotations
@@ -13,165 +19,120 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-#: What the store registers per run (as the Arrow table ``incoming``): the JSON text to parse, and the columns
-#: it supplies itself. ``payload`` is the same JSON, gzip-compressed, as stored. ``commit_seq`` numbers the
-#: writer's commits: every raw table carries it, so the runs stored since a moment are a range that DuckDB's
-#: zone maps find without scanning older rows (rowids are not stable once rows are deleted).
-INCOMING = ("run_id", "document", "payload", "payload_sha256", "received_at", "source", "token_name", "commit_seq")
+from schemas import RunSubmission
 
+from .columns import Column, Fields, supplied
 
-@dataclass(frozen=True)
-class Column:
-    name: str
-    sql: str
-    path: tuple[str, ...] = ()  # within the run (runs) or the array element (other tables); () = supplied
-    nullable: bool = True
+_RUN = Fields(RunSubmission)
+_GPU = Fields(*_RUN.submodels(("gpus",)))
+_RESULT = Fields(*_RUN.submodels(("results",)))
+_SAMPLES = Fields(*_RUN.submodels(("gpu_samples",)), columnar=True)
+
+#: Fields with no column, kept in the stored run only, by table and the submodel that holds them ("": the table's
+#: element itself). Every other field has a column (tests/collector/test_one_parse.py holds the tables to that).
+LEFT_OUT: dict[tuple[str, str], tuple[str, ...]] = {
+    ("runs", ""): ("run_id", "timeline"),  # run_id: supplied, as in every table; timeline: where the time went
+    ("runs", "software"): ("agent",),  # the run's agent_version
+    ("results", ""): ("duration_s", "started_s", "finished_s"),  # the case's own time, not what it measured
+    ("results", "timing"): ("warmup", "total_s", "warmup_s", "capture_s", "ci_rel", "settled"),  # how, not what
+    ("results", "state"): ("samples", "sm_clock_mhz_min"),
+}
+#: Params people filter and compare on: a typed column each (NULL for the kinds without the field).
+PARAMS = (
+    "dtype", "mode", "model", "block", "op", "direction", "pinned", "m", "n", "k", "batch", "seq_len", "elements",
+    "bytes", "world_size", "attn_implementation", "nodes", "phase",
+    "implementation",  # whose model code (layers, inference): NULL in rows stored before it was kept
+)  # fmt: skip
+#: The same for metrics.
+METRICS = (
+    "tflops", "gbps", "busbw_gbps", "samples_per_s", "tokens_per_s", "mfu", "peak_memory_bytes", "rel_error",
+    "algbw_gbps", "scaling_efficiency",
+)  # fmt: skip
+#: Integer widths the first layout chose against the rule (``columns.sql_type``): a column keeps its type.
+_WIDE = {"m": "BIGINT", "n": "BIGINT", "k": "BIGINT"}
+_NARROW = "INTEGER"
 
 
 @dataclass(frozen=True)
 class Table:
     name: str
     columns: tuple[Column, ...]
-    array: str | None = None  # the payload array whose elements are this table's rows
-    columnar: str | None = None  # the payload object whose parallel arrays are this table's columns
+    array: str | None = None  # the run's tuple whose entries are this table's rows
+    columnar: str | None = None  # the run's object whose parallel tuples are this table's columns
     key: str | None = None
-
-
-def _c(name: str, sql: str, *path: str, nullable: bool = True) -> Column:
-    return Column(name, sql, path or (name,), nullable)
-
-
-def _supplied(name: str, sql: str, nullable: bool = True) -> Column:
-    return Column(name, sql, (), nullable)
 
 
 RUNS = Table(
     "runs",
     (
-        _supplied("run_id", "UUID", nullable=False),
-        _supplied("commit_seq", "BIGINT"),
-        _c("schema_version", "INTEGER", nullable=False),
-        _c("agent_version", "VARCHAR", nullable=False),
-        _c("suite", "VARCHAR", nullable=False),
-        _c("device", "VARCHAR", nullable=False),
-        _supplied("source", "VARCHAR", nullable=False),  # agent | reference
-        _c("started_at", "TIMESTAMPTZ", nullable=False),
-        _c("finished_at", "TIMESTAMPTZ", nullable=False),
-        _supplied("received_at", "TIMESTAMPTZ", nullable=False),
-        _c("hostname", "VARCHAR", "host", "hostname", nullable=False),
-        *(
-            _c(f, t, "host", f)
-            for f, t in (
-                ("os", "VARCHAR"),
-                ("kernel", "VARCHAR"),
-                ("cpu_model", "VARCHAR"),
-                ("cpu_count", "INTEGER"),
-                ("memory_bytes", "BIGINT"),
-            )
-        ),
-        *(
-            _c(f, "VARCHAR", "software", f)
-            for f in ("python", "torch", "cuda", "hip", "cudnn", "cublas", "nccl", "transformers", "driver")
-        ),
-        _c("tags", "JSON"),
-        _c("topology", "VARCHAR"),
-        _c("interrupted", "VARCHAR"),  # why the run ended before its plan (a signal), NULL when it did not
-        _supplied("token_name", "VARCHAR"),
-        _supplied("payload_sha256", "VARCHAR", nullable=False),
-        _supplied("payload", "BLOB", nullable=False),  # the run's JSON, gzip-compressed
+        supplied("run_id", "UUID", nullable=False),
+        supplied("commit_seq", "BIGINT"),
+        _RUN.column("schema_version", sql=_NARROW, nullable=False),
+        _RUN.column("agent_version", nullable=False),
+        _RUN.column("suite", nullable=False),
+        _RUN.column("device", nullable=False),
+        supplied("source", "VARCHAR", nullable=False),  # agent | reference
+        _RUN.column("started_at", nullable=False),
+        _RUN.column("finished_at", nullable=False),
+        supplied("received_at", "TIMESTAMPTZ", nullable=False),
+        _RUN.column("hostname", "host", "hostname", nullable=False),
+        *_RUN.each("host", but=("hostname",), sql={"cpu_count": _NARROW}),
+        *_RUN.each("software", but=LEFT_OUT["runs", "software"]),
+        _RUN.json("tags"),
+        _RUN.column("topology"),
+        _RUN.column("interrupted"),  # why the run ended before its plan (a signal), NULL when it did not
+        supplied("token_name", "VARCHAR"),
+        supplied("payload_sha256", "VARCHAR", nullable=False),
+        supplied("payload", "BLOB", nullable=False),  # the run's JSON, gzip-compressed
     ),
     key="run_id",
 )
 
-#: A GPU's error counters (``schemas.GpuCounters``), each stored as read before and after the run.
-COUNTERS = (
-    ("ecc_corrected_volatile", "BIGINT"), ("ecc_uncorrected_volatile", "BIGINT"),
-    ("ecc_corrected_aggregate", "BIGINT"), ("ecc_uncorrected_aggregate", "BIGINT"),
-    ("retired_pages_single_bit", "BIGINT"), ("retired_pages_double_bit", "BIGINT"),
-    ("retired_pages_pending", "BOOLEAN"),
-    ("remapped_rows_correctable", "BIGINT"), ("remapped_rows_uncorrectable", "BIGINT"),
-    ("remapped_rows_pending", "BOOLEAN"), ("remapped_rows_failed", "BOOLEAN"), ("pcie_replays", "BIGINT"),
-    ("nvlink_links", "INTEGER"), ("nvlink_links_down", "INTEGER"), ("nvlink_crc_errors", "BIGINT"),
-    ("nvlink_replay_errors", "BIGINT"), ("nvlink_recovery_errors", "BIGINT"), ("power_violation_s", "DOUBLE"),
-    ("energy_j", "DOUBLE"),
-)  # fmt: skip
-
+_COUNTERS = {"nvlink_links": _NARROW, "nvlink_links_down": _NARROW}
 GPUS = Table(
     "gpus",
     (
-        _supplied("run_id", "UUID", nullable=False),
-        _supplied("commit_seq", "BIGINT"),
-        _c("gpu_index", "INTEGER", "index", nullable=False),
-        _c("name", "VARCHAR", nullable=False),
-        _c("uuid", "VARCHAR"),
-        _c("pci_bus_id", "VARCHAR"),
-        _c("memory_bytes", "BIGINT", nullable=False),
-        _c("compute_capability", "VARCHAR"),
-        _c("sm_count", "INTEGER"),
-        _c("l2_cache_bytes", "BIGINT"),
-        _c("driver", "VARCHAR"),
-        *(_c(f, "INTEGER") for f in ("sm_clock_max_mhz", "mem_clock_max_mhz", "sm_clock_mhz", "mem_clock_mhz")),
-        _c("power_limit_w", "DOUBLE"),
-        _c("power_limit_default_w", "DOUBLE"),
-        *(_c(f, "INTEGER") for f in ("pcie_gen_max", "pcie_width_max", "pcie_gen", "pcie_width")),
-        *(_c(f, "BOOLEAN") for f in ("ecc_enabled", "mig_enabled", "persistence_mode")),
-        _c("other_processes", "INTEGER"),
-        _c("nvlink_active", "INTEGER"),
-        _c("temperature_start_c", "INTEGER"),
-        _c("temperature_end_c", "INTEGER"),
-        _c("throttle_reasons_seen", "VARCHAR[]"),
-        *(
-            _c(f"{name}_{when}", sql, f"counters_{when}", name)
-            for when in ("before", "after")
-            for name, sql in COUNTERS
+        supplied("run_id", "UUID", nullable=False),
+        supplied("commit_seq", "BIGINT"),
+        _GPU.column("gpu_index", "index", nullable=False),
+        *_GPU.each(
+            but=("index", "counters_before", "counters_after", "xid_events"),
+            sql={"sm_count": _NARROW, "other_processes": _NARROW, "nvlink_active": _NARROW},
+            not_null=("name", "memory_bytes"),
         ),
-        _c("xid_events", "JSON"),
+        # A GPU's error counters (``schemas.GpuCounters``), each stored as read before and after the run.
+        *(c for when in ("before", "after") for c in _GPU.each(f"counters_{when}", sql=_COUNTERS, name="{}_" + when)),
+        _GPU.json("xid_events"),
     ),
     array="gpus",
 )
-
-_PARAMS = (
-    ("dtype", "VARCHAR"), ("mode", "VARCHAR"), ("model", "VARCHAR"), ("block", "VARCHAR"), ("op", "VARCHAR"),
-    ("direction", "VARCHAR"), ("pinned", "BOOLEAN"), ("m", "BIGINT"), ("n", "BIGINT"), ("k", "BIGINT"),
-    ("batch", "INTEGER"), ("seq_len", "INTEGER"), ("elements", "BIGINT"), ("bytes", "BIGINT"),
-    ("world_size", "INTEGER"), ("attn_implementation", "VARCHAR"), ("nodes", "INTEGER"), ("phase", "VARCHAR"),
-    ("implementation", "VARCHAR"),  # whose model code (layers, inference): NULL in rows stored before it was kept
-)  # fmt: skip
-_METRICS = (
-    ("tflops", "DOUBLE"), ("gbps", "DOUBLE"), ("busbw_gbps", "DOUBLE"), ("samples_per_s", "DOUBLE"),
-    ("tokens_per_s", "DOUBLE"), ("mfu", "DOUBLE"), ("peak_memory_bytes", "BIGINT"), ("rel_error", "DOUBLE"),
-    ("algbw_gbps", "DOUBLE"), ("scaling_efficiency", "DOUBLE"),
-)  # fmt: skip
-_TIMING = (
-    ("median_s", "DOUBLE"), ("mean_s", "DOUBLE"), ("min_s", "DOUBLE"), ("max_s", "DOUBLE"), ("iqr_s", "DOUBLE"),
-    ("cv", "DOUBLE"), ("repeats", "INTEGER"), ("calls_per_repeat", "INTEGER"),
-    ("host_wait", "DOUBLE"), ("device_idle", "DOUBLE"), ("launch_share", "DOUBLE"),  # the host (agent/starvation.py)
-    ("power_w", "DOUBLE"), ("energy_j", "DOUBLE"), ("energy_span_s", "DOUBLE"),  # the board (agent/machine/energy.py)
-)  # fmt: skip
+#: The error counters' names and SQL types, as their ``_before`` and ``_after`` columns hold them.
+COUNTERS = tuple((c.path[-1], c.sql) for c in GPUS.columns if c.path[:1] == ("counters_before",))
 
 RESULTS = Table(
     "results",
     (
-        _supplied("run_id", "UUID", nullable=False),
-        _supplied("commit_seq", "BIGINT"),
-        _supplied("seq", "INTEGER", nullable=False),
-        _c("benchmark", "VARCHAR", nullable=False),
-        _c("name", "VARCHAR", nullable=False),
-        _c("status", "VARCHAR", nullable=False),
-        _c("reason", "VARCHAR"),
-        _c("gpu_index", "INTEGER"),
-        *(_c(f, t, "params", f) for f, t in _PARAMS),
-        *(_c(f, t, "metrics", f) for f, t in _METRICS),
-        _c("peak_fraction", "DOUBLE"),
-        *(_c(f, t, "timing", f) for f, t in _TIMING),
-        _c("timing_method", "VARCHAR", "timing", "method"),
-        _c("flags", "VARCHAR[]"),
-        _c("sm_clock_mhz_median", "INTEGER", "state", "sm_clock_mhz_median"),
-        _c("power_w_max", "DOUBLE", "state", "power_w_max"),
-        _c("temperature_c_max", "INTEGER", "state", "temperature_c_max"),
-        _c("throttle_reasons", "VARCHAR[]", "state", "throttle_reasons"),
-        _c("params", "JSON", nullable=False),
-        _c("metrics", "JSON"),
+        supplied("run_id", "UUID", nullable=False),
+        supplied("commit_seq", "BIGINT"),
+        supplied("seq", "INTEGER", nullable=False),  # the result's place in the run
+        _RESULT.column("benchmark", nullable=False),
+        _RESULT.column("name", nullable=False),
+        _RESULT.column("status", nullable=False),
+        _RESULT.column("reason"),
+        _RESULT.column("gpu_index"),
+        *(_RESULT.column(f, "params", f, sql=_WIDE.get(f)) for f in PARAMS),
+        *(_RESULT.column(f, "metrics", f) for f in METRICS),
+        _RESULT.column("peak_fraction"),
+        *_RESULT.each(
+            "timing",
+            but=("method", *LEFT_OUT["results", "timing"]),
+            sql={"repeats": _NARROW, "calls_per_repeat": _NARROW},
+        ),
+        _RESULT.column("timing_method", "timing", "method"),
+        _RESULT.column("flags"),
+        *_RESULT.each("state", but=LEFT_OUT["results", "state"]),
+        _RESULT.json("params", nullable=False),
+        _RESULT.json("metrics"),
     ),
     array="results",
 )
@@ -179,19 +140,21 @@ RESULTS = Table(
 GPU_SAMPLES = Table(
     "gpu_samples",
     (
-        _supplied("run_id", "UUID", nullable=False),
-        _supplied("commit_seq", "BIGINT"),
-        _c("t_s", "DOUBLE", nullable=False),
-        _c("gpu_index", "INTEGER", nullable=False),
-        *(_c(f, "INTEGER") for f in ("sm_clock_mhz", "mem_clock_mhz")),
-        _c("power_w", "DOUBLE"),
-        *(_c(f, "INTEGER") for f in ("temperature_c", "utilization_pct")),
-        _c("throttle_reasons", "VARCHAR[]"),
+        supplied("run_id", "UUID", nullable=False),
+        supplied("commit_seq", "BIGINT"),
+        *_SAMPLES.each(not_null=("t_s", "gpu_index")),
     ),
     columnar="gpu_samples",
 )
 
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, GPUS, RESULTS, GPU_SAMPLES)}
+
+
+#: What the store registers per run (as the Arrow table ``incoming``): the JSON text to parse, and the columns
+#: it supplies itself. ``payload`` is the same JSON, gzip-compressed, as stored. ``commit_seq`` numbers the
+#: writer's commits: every raw table carries it, so the runs stored since a moment are a range that DuckDB's
+#: zone maps find without scanning older rows (rowids are not stable once rows are deleted).
+INCOMING = ("run_id", "document", "payload", "payload_sha256", "received_at", "source", "token_name", "commit_seq")
 
 
 def ddl(table: str) -> str:
@@ -205,10 +168,11 @@ def _spec_type(sql: str) -> Any:
     return ["VARCHAR"] if sql == "VARCHAR[]" else sql
 
 
-def _json_roots(t: Table) -> set[str]:
-    """Paths kept whole as JSON that other columns also read into: parsed a second time, into typed structs."""
-    whole = {c.path[0] for c in t.columns if c.sql == "JSON" and len(c.path) == 1}
-    return {c.path[0] for c in t.columns if len(c.path) > 1 and c.path[0] in whole}
+def _json_roots(t: Table) -> tuple[str, ...]:
+    """Paths kept whole as JSON that other columns also read into: parsed a second time, into typed structs (in
+    column order, so the SQL is the same in every process)."""
+    whole = {c.path[0] for c in t.columns if c.whole and len(c.path) == 1}
+    return tuple(dict.fromkeys(c.path[0] for c in t.columns if len(c.path) > 1 and c.path[0] in whole))
 
 
 def _row_spec(t: Table) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
