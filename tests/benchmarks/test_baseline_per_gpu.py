@@ -9,9 +9,10 @@ import shutil
 import subprocess
 import sys
 import uuid
+from functools import cache
 from pathlib import Path
 
-from collector.analysis.baselines import build
+from collector.analysis.baselines import Measurement, build
 from schemas.baselines import bundled
 from schemas.labels import PER_WATT_SUFFIX
 from scripts.bundle_baselines import committed, left_out, measured
@@ -45,9 +46,15 @@ def test_the_bundle_counts_each_gpu_once_by_its_uuid_and_leaves_out_a_run_withou
     assert (memory.gpus, memory.runs) == (2, 3) and memory.between_gpus is not None
 
 
+@cache
+def _measured() -> tuple[Measurement, ...]:
+    """The committed runs' healthy measurements, read once for this file's tests (each reading takes seconds)."""
+    return tuple(measured())
+
+
 def _gpus_and_runs(suite: str) -> tuple[int, int]:
     """How many GPUs and runs the committed healthy runs of ``suite`` hold (their memory figure)."""
-    found = [m for m in measured() if m.suite == suite and m.figure == "memory"]
+    found = [m for m in _measured() if m.suite == suite and m.figure == "memory"]
     return len({m.device for m in found}), len(found)
 
 
