@@ -12,17 +12,15 @@ from __future__ import annotations
 import logging
 import queue
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
 from .commits import Pending, resolve
 from .errors import StorageUnavailable
 from .failure import StorageFailure, first_line
+from .parts import StoreParts
 from .redact import scrub
-
-if TYPE_CHECKING:
-    from .core import Store
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +31,7 @@ PROBE_EVERY_S = (1.0, 10.0)
 class Recovery:
     """Why the store cannot write now (``failure``, None while it can), and the probes that end it."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreParts) -> None:
         self._store = store
         self.failure: StorageFailure | None = None
         self._probe_failed = ""  # why the last probe failed, so that each new reason is logged once

@@ -8,7 +8,7 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
@@ -16,9 +16,7 @@ from . import retention
 from .commits import Pending, gather, resolve
 from .errors import StorageUnavailable
 from .failure import STORAGE_ERRORS
-
-if TYPE_CHECKING:
-    from .core import Store
+from .parts import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +32,7 @@ WAKE = object()
 class Writer:
     """The queue of runs to store and the thread that empties it."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreParts) -> None:
         self._store = store
         self.queue: queue.Queue[Pending | object | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
