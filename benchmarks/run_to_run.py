@@ -97,7 +97,8 @@ def label(params: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _key(result: dict[str, Any]) -> tuple[str, Any, str]:
+def cell_key(result: dict[str, Any]) -> tuple[str, Any, str]:
+    """What names a cell in both runs: its benchmark, its GPU and its params."""
     return result["name"], result.get("gpu_index"), json.dumps(result["params"], sort_keys=True)
 
 
@@ -120,12 +121,12 @@ def with_power_cap_rule(run: dict[str, Any]) -> dict[str, Any]:
 
 def compare(a: dict[str, Any], b: dict[str, Any], *, min_s: float = 1e-3, limit: float = 0.03) -> Comparison:
     """The cells of two run documents (``RunSubmission`` JSON) that are ``ok`` in both and took ``min_s`` or more."""
-    others = {_key(r): r for r in b["results"] if r["status"] == "ok"}
+    others = {cell_key(r): r for r in b["results"] if r["status"] == "ok"}
     cells, only = [], 0
     for r in a["results"]:
         if r["status"] != "ok":
             continue
-        s = others.get(_key(r))
+        s = others.get(cell_key(r))
         if s is None:
             only += 1
             continue

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.run_to_run import _key, compare, label, render, with_power_cap_rule
+from benchmarks.run_to_run import cell_key, compare, label, render, with_power_cap_rule
 from benchmarks.suite_breakdown import breakdown, by_phase
 from tests.conftest import ROOT, agent_cli
 
@@ -99,7 +99,7 @@ def test_a_flag_that_says_why_keeps_a_large_difference_out_of_the_unexplained(qu
     moved[0]["flags"] = ["host_bound"]
     only_in_b = compare(a, b, min_s=0.0, limit=0.03)  # a flag explains a difference only where both runs say it
     assert {(c.name, c.label) for c in only_in_b.unexplained} >= {(r["name"], label(r["params"])) for r in moved}
-    next(r for r in a["results"] if _key(r) == _key(moved[0]))["flags"] = ["host_bound"]
+    next(r for r in a["results"] if cell_key(r) == cell_key(moved[0]))["flags"] = ["host_bound"]
     comparison = compare(a, b, min_s=0.0, limit=0.03)
     flagged, plain = ((r["name"], label(r["params"])) for r in moved)
     worst = {(c.name, c.label): c for c in comparison.cells[:2]}
