@@ -29,7 +29,7 @@ _RESULT = Fields(*_RUN.submodels(("results",)))
 _SAMPLES = Fields(*_RUN.submodels(("gpu_samples",)), columnar=True)
 
 #: Fields with no column, kept in the stored run only, by table and the submodel that holds them ("": the table's
-#: element itself). Every other field has a column (tests/collector/test_one_parse.py holds the tables to that).
+#: element itself). Every other field has a column (tests/collector/test_one_shape.py holds the tables to that).
 LEFT_OUT: dict[tuple[str, str], tuple[str, ...]] = {
     ("runs", ""): ("run_id", "timeline"),  # run_id: supplied, as in every table; timeline: where the time went
     ("runs", "software"): ("agent",),  # the run's agent_version
