@@ -6,7 +6,8 @@ the mean power read from it to be right. Run on a GPU machine; prints a table, w
 1. The cost of one read, and the counter at idle: the time between its changes and the size of each step.
 2. Under a steady load (bf16 matmuls in a child process, so the reads here never wait on a launch): the same, the
    reference power (the counter over the whole load), and for each window length the error of the mean power a
-   window starting at a random moment reads (two reads of the counter, as a measuring process would take them).
+   window starting at a random moment reads: divided by the window (two reads), and by the agent's own rule on the
+   reads it would take (agent/machine/energy.py).
 3. The field-value interface (``nvmlDeviceGetFieldValues``), whose values carry the time the driver sampled them:
    whether a window measured between those timestamps is closer than one measured between the reads' own times.
 
@@ -16,6 +17,7 @@ The GPU's settings are only read, never changed.
 from __future__ import annotations
 
 import argparse
+import bisect
 import itertools
 import json
 import random
@@ -23,7 +25,12 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the agent's own rule
+
+from agent.machine.energy import OBSERVE_EVERY_S, Window, window_energy
 
 LOAD = """
 import sys, time, torch
@@ -85,31 +92,46 @@ def _value_at(trace: list[tuple[float, int]], t: float) -> int:
     return trace[lo][1]
 
 
-def _window_errors(
-    trace: list[tuple[float, int]], reference_w: float, period_s: float, windows_ms: list[float]
-) -> list[dict[str, Any]]:
-    """Two estimates of a window's mean power from the counter read at its two ends: ``naive`` divides the energy by
-    the window; ``updates`` divides it by the whole updates it holds (the count the nearest to what a power reading
-    10 % off would give: a pessimistic stand-in for the board's own reading, which the agent uses)."""
+def _agent_reads(trace: list[tuple[float, int]], start: float, length: float) -> Window:
+    """The reads the agent takes of a window (agent/machine/energy.py): at its start, then at most every
+    ``OBSERVE_EVERY_S`` (here: the trace's reads that far apart), and at its end."""
+    i = bisect.bisect_left(trace, (start, -1))
+    window = Window(trace[i][1], trace[i][0])
+    for t, value in trace[i + 1 :]:
+        if t > start + length:
+            break
+        if t - window.read_at >= OBSERVE_EVERY_S:
+            window.saw(value, t)
+    return window
+
+
+def _window_errors(trace: list[tuple[float, int]], reference_w: float, windows_ms: list[float]) -> list[dict[str, Any]]:
+    """Two estimates of a window's mean power, each at 400 random starts: ``naive`` divides the counter's move between
+    the window's two ends by the window; ``agent`` is the agent's own rule (agent/machine/energy.py) on the reads it
+    would take, with a board reading 10 % low (a pessimistic stand-in: it decides only between counts the reads allow,
+    in windows of 1 s or more)."""
     rng = random.Random(0)
     t0, t1 = trace[0][0], trace[-1][0]
     rows = []
     for ms in windows_ms:
         w = ms / 1e3
-        naive, updates, empty = [], [], 0
+        naive, agent, empty = [], [], 0
         for _ in range(400):
             start = rng.uniform(t0, t1 - w)
             joules = (_value_at(trace, start + w) - _value_at(trace, start)) / 1e3
             naive.append(abs(joules / w - reference_w) / reference_w)
-            count = round(joules / (period_s * reference_w * 1.1))
-            if count == 0:
+            window = _agent_reads(trace, start, w)
+            found = (window_energy(window.first, window.last, w, reference_w * 0.9)
+                     if window.first is not None and window.last is not None else None)  # fmt: skip
+            if found is None:
                 empty += 1
             else:
-                updates.append(abs(joules / (count * period_s) - reference_w) / reference_w)
+                agent.append(abs(found.power_w - reference_w) / reference_w)
         rows.append({"window_ms": ms, "naive_median": statistics.median(naive), "naive_p95": sorted(naive)[380],
-                     "updates_median": statistics.median(updates) if updates else None,
-                     "updates_p95": sorted(updates)[int(0.95 * (len(updates) - 1))] if updates else None,
-                     "no_update": empty / 400})  # fmt: skip
+                     "agent_median": statistics.median(agent) if agent else None,
+                     "agent_p95": sorted(agent)[int(0.95 * (len(agent) - 1))] if agent else None,
+                     "agent_max": max(agent) if agent else None,
+                     "no_power": empty / 400})  # fmt: skip
     return rows
 
 
@@ -149,9 +171,8 @@ def main() -> None:
     found["load"] = {"reads": len(busy), "update_s": _summary(times), "step_mj": _summary([float(s) for s in steps]),
                      "power_w": reference, "power_usage_w": nvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
                      "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)}  # fmt: skip
-    period = found["load"]["update_s"]["median"]
-    windows = [20, 50, 80, 100, 130, 150, 200, 250, 300, 350, 500, 750, 1000, 1500, 2000]
-    found["windows"] = _window_errors(busy, reference, period, windows)
+    windows: list[float] = [20, 50, 80, 100, 130, 150, 200, 250, 300, 350, 500, 750, 1000, 1500, 2000]
+    found["windows"] = _window_errors(busy, reference, windows)
 
     # Field values: the driver's own timestamp of each sample.
     fields = [nvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, nvml.NVML_FI_DEV_POWER_INSTANT, nvml.NVML_FI_DEV_POWER_AVERAGE]
@@ -182,18 +203,18 @@ def main() -> None:
     print(f"one read: {found['read_us']:.1f} us")
     for phase in ("idle", "load"):
         p = found[phase]
-        moved = {q: p["update_s"].get(q, float("nan")) * 1e3 for q in ("p10", "median", "p90")}
-        print(f"{phase}: {p['reads']} reads, counter moved every {moved['median']:.1f} "
-              f"ms (p10 {moved['p10']:.1f}, p90 {moved['p90']:.1f}),"
+        every = {q: p["update_s"].get(q, float("nan")) * 1e3 for q in ("p10", "median", "p90")}
+        print(f"{phase}: {p['reads']} reads, counter moved every {every['median']:.1f} "
+              f"ms (p10 {every['p10']:.1f}, p90 {every['p90']:.1f}),"
               f" step median {p['step_mj'].get('median', float('nan')):.0f} mJ; power {p['power_w']:.1f} W "
               f"(nvmlDeviceGetPowerUsage {p['power_usage_w']:.1f} W)")  # fmt: skip
-    print("window ms   energy/window: median, p95 error   energy/updates: median, p95 error   no update")
+    print("window ms   energy/window: median, p95 error   the agent's rule: median, p95, max error   no power")
     for row in found["windows"]:
-        held = (f"{row['updates_median']:8.2%} {row['updates_p95']:8.2%}" if row["updates_median"] is not None
-                else f"{'-':>8} {'-':>8}")  # fmt: skip
+        held = (f"{row['agent_median']:8.2%} {row['agent_p95']:8.2%} {row['agent_max']:8.2%}"
+                if row["agent_median"] is not None else f"{'-':>8} {'-':>8} {'-':>8}")  # fmt: skip
         print(
             f"{row['window_ms']:9.0f}   {row['naive_median']:8.2%} {row['naive_p95']:8.2%}            {held}"
-            f"                   {row['no_update']:6.0%}"
+            f"           {row['no_power']:6.0%}"
         )
     print("fields:", json.dumps(found["fields"]))
     if args.out:

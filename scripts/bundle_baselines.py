@@ -43,6 +43,11 @@ OUTPUT = ROOT / "schemas" / "data" / "h200.baseline.json"
 NAME = "flopfleet H200 (lent, 2026-11/12)"
 #: The suites a GPU is held against a baseline of: ``run``'s and ``check``'s.
 SUITES = ("standard", "health")
+#: The first run whose board power was counted by the agent's present rule (agent/machine/energy.py: the counter read
+#: by a thread of its own): the power earlier runs carry came from two rules that read power-capped products 30-45 %
+#: low and up to 35 % high (docs/results/h200.md, "The standard suite per watt"), so their figures count and their
+#: power does not.
+POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,18 @@ def left_out(run: RunSubmission) -> str | None:
     return None
 
 
+def without_power(run: RunSubmission) -> RunSubmission:
+    """``run`` as it goes into the bundle: its power dropped if an earlier rule counted it (``POWER_RULE_SINCE``)."""
+    if run.started_at >= POWER_RULE_SINCE:
+        return run
+    drop = {"power_w": None, "energy_j": None, "energy_span_s": None}
+    results = tuple(
+        r.model_copy(update={"timing": r.timing.model_copy(update=drop)}) if r.timing is not None else r
+        for r in run.results
+    )
+    return run.model_copy(update={"results": results})
+
+
 def stored(runs: Sequence[RunSubmission]) -> list[Measurement]:
     """The runs through a real store and the export's own query: their healthy measurements, by GPU UUID."""
     with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "h200.duckdb") as store:
@@ -92,7 +109,7 @@ def stored(runs: Sequence[RunSubmission]) -> list[Measurement]:
 
 def measured(folder: Path = RESULTS) -> list[Measurement]:
     """The healthy measurements of every run committed under ``folder``."""
-    return stored([c.run for c in committed(folder) if left_out(c.run) is None])
+    return stored([without_power(c.run) for c in committed(folder) if left_out(c.run) is None])
 
 
 def bundle_of(found: Sequence[Measurement]) -> tuple[BaselineBundle | None, list[str]]:

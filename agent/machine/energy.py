@@ -4,14 +4,22 @@ The counter (millijoules since the driver loaded) does not move continuously. On
 each step the energy of the 100 ms before it, and one read costs about 4 ms (a call into the driver);
 ``benchmarks/energy_counter.py`` measured both (docs/methodology.md, "Energy and figures per watt"). So:
 
-- A window's energy counts from the first update inside it: the counter is read at the window's start and then
-  between its batches (the next batch already queued) until it moves. The update the start read saw last covers up
-  to 100 ms before the window (a rest, a graph capture, the previous case), which read a power-capped product 30 %
-  low on the H200 before this rule.
-- It is whole updates: divided by the time since that first update it would be off by up to one update (a 150 ms
-  span holds one or two). Divided by the time the updates cover instead, it is the board's mean power over them: the
-  count is the whole number, of those the span's length allows, whose mean power is nearest the board's own 1 s
-  reading. A window with no update after its first says nothing (None), never a guess.
+- A window's energy runs from the counter's first move inside it to its last: the counter is read at the window's
+  start, then every 10 ms by a thread of its own (the call into the driver releases the interpreter, so the timing
+  loop goes on meanwhile), and at its end. Counting from the update the start read saw last would take in up to
+  100 ms before the window (a rest, a graph capture, the previous case): that read a power-capped product 30 % low on
+  the H200.
+- Those moves are whole updates apart, and the reads around each move bound when it happened, so they bound how
+  many updates lie between the two: with reads 10 ms apart, one count. The energy is divided by that many 100 ms
+  periods, never by the window's length (a 150 ms window holds one or two updates: a third off either way). Where
+  the bounds allow several counts (a read held up), the board's own power reading picks among them when it averages
+  over the window itself (its 1 s, on the H200), else the moves' midpoints do. A window with fewer than two moves
+  says nothing (None), never a guess.
+
+Two earlier versions, measured on the H200 (docs/results/h200.md, "The standard suite per watt"): one chose the count
+among those the window's length allowed by the board's 1 s reading alone, which after a rest is low: power-capped
+products read 370-390 W instead of about 700. The next read between the timing loop's batches: a long call (an fp32
+product of 16384, 166 ms, one a batch) left 166 ms between reads, and one such window read 942 W.
 """
 
 from __future__ import annotations
@@ -26,8 +34,23 @@ from .nvml import normalize_uuid
 
 #: How often the counter moves: every 100 ms on the H200 (docs/results/h200/energy/counter.json, idle and loaded).
 UPDATE_S = 0.1
-#: The least time between two reads while a window waits for the counter's first move (each read costs ~4 ms).
+#: How far one update may fall from its period's schedule: the driver's own timestamps put the p10-p90 of the time
+#: between updates at 97.0-102.4 ms (docs/results/h200/energy/counter-2.json, "fields").
+JITTER_S = 0.005
+#: The time between two reads while a window is open (each read holds a core for ~4 ms, the device not at all).
 OBSERVE_EVERY_S = 0.01
+#: The time the board's own power reading averages over (``nvmlDeviceGetPowerUsage`` on Ampere and later: 1 s).
+BOARD_AVERAGE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Move:
+    """One move of the counter as the reads saw it: after the read at ``after`` and by the read at ``by``
+    (perf_counter, each read's midpoint), after which the counter read ``millijoules``."""
+
+    after: float
+    by: float
+    millijoules: int
 
 
 @dataclass(frozen=True)
@@ -43,32 +66,53 @@ class WindowEnergy:
         return self.joules / self.span_s
 
 
+def whole_updates(first: Move, last: Move, update_s: float = UPDATE_S, jitter_s: float = JITTER_S) -> range:
+    """The counts of whole updates from ``first`` to ``last`` that the reads around them allow."""
+    low = math.ceil((last.after - first.by - jitter_s) / update_s)
+    high = math.floor((last.by - first.after + jitter_s) / update_s)
+    return range(max(1, low), max(1, high) + 1)
+
+
 def window_energy(
-    joules: float, window_s: float, power_read_w: float | None, update_s: float = UPDATE_S
+    first: Move, last: Move, window_s: float, power_read_w: float | None, update_s: float = UPDATE_S
 ) -> WindowEnergy | None:
-    """What the counter's move over ``window_s`` since an update says: the whole number of updates it holds is the
-    one, of those the span allows (more than one period less, up to one more: the first update was seen up to a read
-    late), whose mean power is nearest the board's reading (its 1 s average); None where it did not move."""
-    if joules <= 0 or window_s <= 0:
+    """The board's energy from ``first`` to ``last`` (module docstring); None where the counter did not move."""
+    joules = (last.millijoules - first.millijoules) / 1000.0
+    if joules <= 0:
         return None
-    periods = window_s / update_s
-    low = max(1, math.floor(periods - 1) + 1)
-    high = max(low, math.floor(periods + 1))
-    if power_read_w is None or power_read_w <= 0:
-        count = max(1, round(window_s / update_s))
+    counts = whole_updates(first, last, update_s)
+    midpoints = ((last.after + last.by) - (first.after + first.by)) / 2 / update_s
+    if len(counts) <= 1:  # none: reads that contradict the schedule; the midpoints then say
+        count = counts[0] if counts else max(1, round(midpoints))
+    elif power_read_w and window_s >= BOARD_AVERAGE_S:
+        count = min(counts, key=lambda k: abs(joules / (k * update_s) - power_read_w))
     else:
-        count = min(range(low, high + 1), key=lambda k: abs(joules / (k * update_s) - power_read_w))
+        count = min(counts, key=lambda k: abs(k - midpoints))
     return WindowEnergy(joules=joules, span_s=count * update_s, window_s=window_s)
 
 
 class Window:
-    """One window's reads of the counter: its value at the start, then the first read that saw it move (``first``):
-    the energy counted runs from that update, inside the window, never from one that covers time before it."""
+    """One window's reads of the counter: the last value read and when, and the first and last moves seen."""
 
-    def __init__(self, millijoules: int) -> None:
-        self.start_mj = millijoules
-        self.first: tuple[float, int] | None = None  # (read's midpoint, perf_counter; value) once it moved
-        self.last_read = time.perf_counter()
+    def __init__(self, millijoules: int, read_at: float) -> None:
+        self.opened = read_at
+        self.value = millijoules
+        self.read_at = read_at  # the last read's midpoint
+        self.first: Move | None = None
+        self.last: Move | None = None
+        self.closing = threading.Event()  # set by the meter's stop: the reading thread ends
+        self.poller: threading.Thread | None = None
+
+    def saw(self, millijoules: int, read_at: float) -> None:
+        """One more read: a move if the value changed since the last."""
+        if millijoules != self.value:
+            move = Move(after=self.read_at, by=read_at, millijoules=millijoules)
+            if self.first is None:
+                self.first = move
+            else:
+                self.last = move
+            self.value = millijoules
+        self.read_at = read_at
 
 
 class EnergyMeter:
@@ -96,43 +140,48 @@ class EnergyMeter:
         self._opening.join()
         return self._handle is not None
 
-    def _read(self) -> int | None:
+    def _read(self) -> tuple[int, float] | None:
+        """The counter and the read's midpoint (perf_counter)."""
+        before = time.perf_counter()
         try:
-            return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+            value = int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
         except Exception:  # see the class
             return None
+        return value, (before + time.perf_counter()) / 2
 
     def start(self) -> Window | None:
+        """Open a window: one read now, then one every ``OBSERVE_EVERY_S`` until ``stop``."""
         if not self.available:
             return None
-        value = self._read()
-        return Window(value) if value is not None else None
+        read = self._read()
+        if read is None:
+            return None
+        window = Window(*read)
+        window.poller = threading.Thread(target=self._poll, args=(window,), name="flopfleet-energy-window",
+                                         daemon=True)  # fmt: skip
+        window.poller.start()
+        return window
 
-    def observe(self, window: Window | None) -> None:
-        """Between a window's batches (the next one already queued, so the GPU never waits on the read): read the
-        counter until it first moves, at most every ``OBSERVE_EVERY_S``; nothing once it has."""
-        if window is None or window.first is not None:
-            return
-        before = time.perf_counter()
-        if before - window.last_read < OBSERVE_EVERY_S:
-            return
-        value = self._read()
-        window.last_read = time.perf_counter()
-        if value is not None and value != window.start_mj:
-            window.first = ((before + window.last_read) / 2, value)
+    def _poll(self, window: Window) -> None:
+        while not window.closing.wait(OBSERVE_EVERY_S):
+            read = self._read()
+            if read is not None and not window.closing.is_set():
+                window.saw(*read)
 
     def stop(self, window: Window | None) -> WindowEnergy | None:
-        """The window from its first update to now (call it once the window's work is done)."""
-        if window is None or window.first is None:
+        """The window from its first move to its last (call it once the window's work is done)."""
+        if window is None:
             return None
-        before = time.perf_counter()
-        value = self._read()
-        now = (before + time.perf_counter()) / 2
-        if value is None:
+        window.closing.set()
+        if window.poller is not None:
+            window.poller.join()
+        read = self._read()
+        if read is not None:
+            window.saw(*read)
+        if window.first is None or window.last is None:
             return None
         try:
             power = self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
         except Exception:  # see the class
             power = None
-        t, first = window.first
-        return window_energy((value - first) / 1000.0, now - t, power)
+        return window_energy(window.first, window.last, window.read_at - window.opened, power)

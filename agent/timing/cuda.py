@@ -174,12 +174,11 @@ class CudaTimer:
             return lambda: [t / calls for t in read()]
 
         host = HostWindow()
-        # The energy counter is read around the repeats (the settling ones too: the same call at the same pace), from
-        # its first move inside them (machine/energy.py).
+        # The energy counter is read through the repeats (the settling ones too: the same call at the same pace), from
+        # its first move inside them to its last (machine/energy.py).
         meter = self._energy
         window = meter.start() if meter is not None else None
-        observe = (lambda: meter.observe(window)) if meter is not None and window is not None else None
-        done = repeat(batch, policy, begin, gpu_s * calls, calls, asynchronous=True, after_batch=observe)
+        done = repeat(batch, policy, begin, gpu_s * calls, calls, asynchronous=True)
         energy = meter.stop(window) if meter is not None else None
         phases = Phases(warmup_s=done.warmup_end - begin - capture_s, capture_s=capture_s, settled=done.settled,
                         host_wait=host.share(), device_idle=idle.share(), launch_share=idle.launch_share(),

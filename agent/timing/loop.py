@@ -90,7 +90,6 @@ def repeat(
     calls: int = 1,
     *,
     asynchronous: bool = False,
-    after_batch: Callable[[], None] | None = None,
 ) -> Repeated:
     """Repeats until ``policy`` says stop: while warming up (``settle_rel``: at least ``warmup_s`` since ``began``,
     then until ``settle_windows`` windows agree, at most about ``max_warmup_s``), then measured.
@@ -98,9 +97,7 @@ def repeat(
     ``batch(count)`` enqueues ``count`` repeats of ``calls`` calls; ``per_repeat_s`` (an estimate) sets how many go
     between synchronisations (about ``sync_s`` of work, so a long call is not repeated past the stop). On an
     ``asynchronous`` device short repeats are enqueued a batch ahead, so the device works while the host reads the
-    last batch's times: continuous load, as under do_bench, which enqueues every repeat before it synchronises.
-    ``after_batch`` runs once each batch is queued, before its times are read (the energy counter's reads,
-    machine/energy.py)."""
+    last batch's times: continuous load, as under do_bench, which enqueues every repeat before it synchronises."""
     count = max(1, min(policy.batch, math.ceil(policy.sync_s / max(per_repeat_s, 1e-9))))
     ahead = asynchronous and count > 1
     pending: Callable[[], list[float]] | None = None
@@ -109,8 +106,6 @@ def repeat(
         nonlocal pending
         current = pending or batch(count)
         pending = batch(count) if ahead else None
-        if after_batch is not None:  # while the device runs the batch just queued: it costs the device nothing
-            after_batch()
         return current()
 
     fed, settled, samples = 0, None, []
