@@ -100,10 +100,12 @@ def without_power(run: RunSubmission) -> RunSubmission:
 
 
 def stored(runs: Sequence[RunSubmission]) -> list[Measurement]:
-    """The runs through a real store and the export's own query: their healthy measurements, by GPU UUID."""
+    """The runs through a real store and the export's own query: their healthy measurements, by GPU UUID. One commit
+    and one refresh (``Store.add_group``, the bulk load): run by run, each its own commit and refresh, the same
+    measurements took 13 times as long (16.3 s against 1.25 s for 84 runs, 2026-12-03)."""
     with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "h200.duckdb") as store:
-        for run in runs:
-            store.add_run(run)
+        store.add_group([run.model_dump_json().encode() for run in runs])
+        store.refresh()
         return measurements(store.reads().baseline_measurements(), unhealthy=set())
 
 
