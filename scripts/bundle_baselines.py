@@ -10,8 +10,9 @@ Which runs count (``left_out`` names why one does not) is the export's healthy r
 thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong or above the datasheet) and, for these
 files, whole runs named with their reason:
 a GPU without a UUID (the lent machines are all called ``vm``: keyed by host, every such run would be one GPU again)
-and a run with a window flagged ``starved`` (a loaded host slows figures the flag does not name: busy-host/loaded.json's
-BERT layer read 3 % below the quiet run's, unflagged). Check figures kept without their run files (health-*.json)
+a run with a window flagged ``starved`` (a loaded host slows figures the flag does not name: busy-host/loaded.json's
+BERT layer read 3 % below the quiet run's, unflagged), and a run measured with the relay, three measuring processes
+for one GPU (relay/relay*.json: BERT's cells read up to 6.5 % slow, unflagged; the relay was removed). Check figures kept without their run files (health-*.json)
 carry no UUID and are not used.
 
     .venv/bin/python scripts/bundle_baselines.py            # rewrites schemas/data/h200.baseline.json
@@ -84,6 +85,8 @@ def left_out(run: RunSubmission) -> str | None:
         return "a GPU without a UUID cannot be counted once"
     if any("starved" in r.flags for r in run.results):
         return "measured on a loaded host (a window flagged starved)"
+    if run.timeline is not None and len(run.gpus) == 1 and len(run.timeline.processes) > 2:
+        return "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
     return None
 
 

@@ -68,10 +68,6 @@ def run(
         bool | None,
         typer.Option(help="Measure the GPUs at once (results flagged 'parallel'), not one after another."),
     ] = None,
-    relay: Annotated[
-        bool | None,
-        typer.Option(help="A third measuring process takes over at the second model benchmark (experimental)."),
-    ] = None,
     nnodes: Annotated[int, typer.Option(help="Machines in a multi-node collective/DDP run.")] = 1,
     node_rank: Annotated[int, typer.Option(help="This machine's number, 0..nnodes-1.")] = 0,
     master_addr: Annotated[str, typer.Option(help="Host of node 0, where the workers meet.")] = "127.0.0.1",
@@ -99,7 +95,7 @@ def run(
 
     settings = resolved(config, token, suite=suite, device=device, gpus=gpus, collector=collector,
                         token_file=token_file, spool_dir=spool_dir,
-                        time_budget=time_budget, attn=attn, parallel=parallel, relay=relay, isolation=isolation,
+                        time_budget=time_budget, attn=attn, parallel=parallel, isolation=isolation,
                         case_timeout=case_timeout, when_busy=when_busy, busy_wait=busy_wait,
                         priority=priority, jitter=jitter)  # fmt: skip
     configured = run_config(
@@ -115,7 +111,6 @@ def run(
         if nodes_from_env
         else Nodes(count=nnodes, rank=node_rank, master_addr=master_addr, master_port=master_port),
         parallel=settings["parallel"],
-        relay=settings["relay"],
         isolation=settings["isolation"],
     )
     first_contact(configured.upload)

@@ -83,7 +83,6 @@ KEYS: dict[str, Key] = {
     "time_budget": Key(_number, "seconds; later cases are skipped"),
     "attn": Key(_text, "attention implementation", "sdpa"),
     "parallel": Key(_flag, "measure the GPUs at once", False),
-    "relay": Key(_flag, "a third measuring process takes over at the second model benchmark (experimental)", False),
     "tags": Key(_tags, "labels stored with every run", {}),
     "when_busy": Key(_text, "a GPU another process uses: skip, wait or measure", "skip"),
     "busy_wait": Key(_number, "seconds `wait` waits for busy GPUs", 600.0),

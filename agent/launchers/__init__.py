@@ -31,15 +31,13 @@ def launchers_for(
     *,
     case_timeout_s: float | None = None,
     parallel: bool = False,
-    relay: bool = False,
 ) -> Launchers:
     """``parallel`` measures every device at once, each in its own child; ``case_timeout_s`` bounds every case, a
-    device case's or a worker group's; ``relay``: a third child takes over at the second model benchmark
-    (``ProcessLauncher.relay``)."""
+    device case's or a worker group's."""
     device: DeviceLauncher = (
         InlineLauncher(policy)
         if isolation == "inline"
-        else ProcessLauncher(policy, case_timeout_s=case_timeout_s, parallel=parallel, relay=relay)
+        else ProcessLauncher(policy, case_timeout_s=case_timeout_s, parallel=parallel)
     )
     return Launchers(device, GroupLauncher(case_timeout_s))
 

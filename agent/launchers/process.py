@@ -40,15 +40,10 @@ class ProcessLauncher:
     those took 6 s and 12 s, more than the standard suite's cost budget.
     """
 
-    def __init__(self, policy: TimingPolicy, case_timeout_s: float | None = None, parallel: bool = False,
-                 relay: bool = False) -> None:  # fmt: skip
+    def __init__(self, policy: TimingPolicy, case_timeout_s: float | None = None, parallel: bool = False) -> None:
         self.policy = policy
         self.case_timeout_s = case_timeout_s or DEFAULT_CASE_TIMEOUT_S
         self.parallel = parallel
-        #: Whether a third child takes over at the second model benchmark (``relay_point``), having prepared that
-        #: benchmark's first calls on a GPU while the second child measured the first's. Off by default: not yet
-        #: measured on a GPU (docs/methodology.md, "Where cases run").
-        self.relay = relay
         self._folder = tempfile.TemporaryDirectory(prefix="flopfleet-children-")
         self._spares: list[Child] = []
         self._started = 0
@@ -103,10 +98,11 @@ class ProcessLauncher:
     ) -> None:
         """Once a spare that imports what ``child`` lacks (of ``rest``, what ``jobs`` need) has imported it, it
         prepares the first calls of the cases that will be its (the GPU untouched) while ``child`` measures the cases
-        before them (``jobs`` ends where a relay takes over). One process prepares at a time: two spares preparing at
-        once, each half, got less done between them on the H200 than one alone (why was not measured; they share the
-        host and the driver), and the second's dropped capture memory (88 GiB) left a training step out of memory.
-        The relay prepares its cases once the spare has taken over (``_rehearse_for_relay``)."""
+        before them. One process prepares at a time: two spares preparing at once, each half, got less done between
+        them on the H200 than one alone (why was not measured; they share the host and the driver), and the second's
+        dropped capture memory (88 GiB) left a training step out of memory. A third child that took over at the second
+        model benchmark, having prepared it while the second measured (a relay), saved nothing on the H200 and moved
+        BERT's cells beside it by up to 6.5 %: it was removed (docs/methodology.md, "Where cases run")."""
         if self._covers(child, rest) or not jobs[0].target.is_gpu:  # on a CPU, preparing would compete with measuring
             return
         with self._lock:
@@ -120,32 +116,6 @@ class ProcessLauncher:
             spare.rehearse(theirs[0].target, self.policy, theirs)
         except ChildGone:
             return  # the swap finds out why
-
-    def _rehearse_for_relay(self, child: Child, relay: Child | None, jobs: list[Job]) -> None:
-        """Once the child measuring covers every case left, the relay (imported, not yet asked) prepares the first calls
-        of ``jobs``, the cases from its hand-over on: one process prepares at a time, as with the spare."""
-        if relay is None or relay.rehearsing or not jobs or not jobs[0].target.is_gpu or not relay.has_imported():
-            return
-        try:
-            relay.rehearse(jobs[0].target, self.policy, jobs)
-        except ChildGone:
-            return  # the hand-over finds out why
-
-    def _hand_to_relay(self, child: Child | None, relay: Child, target: Target) -> Child | None:
-        """The relay set up for ``target`` in place of ``child``, which goes; where the relay cannot be set up it goes
-        instead, and ``child`` measures on (a failed relay must not fail the case at hand)."""
-        try:
-            relay.setup(target, self.policy)
-        except ChildGone as gone:
-            log.warning("the relay could not take over (%s); the measuring process goes on", gone)
-            relay.stop()
-            return child
-        if child is not None:
-            child.close()
-        return relay
-
-    def _relays(self, jobs: list[Job], at_once: bool) -> bool:
-        return self.relay and not at_once and bool(jobs)
 
     def _child_for(self, target: Target, another_device_next: bool, needs: tuple[str, ...] = ()) -> Child:
         """A started child set up for ``target`` (one that has imported ``needs`` where a spare has); a spare is
@@ -222,8 +192,6 @@ class ProcessLauncher:
         first = True
         needed = [job.bench.warm_for(job.case) for job in jobs]
         rests = _remaining(needed)
-        relay_at = relay_point(jobs, needed) if self._relays(jobs, at_once) else None
-        relay = self._spawn() if relay_at is not None else None
         for n, job in enumerate(jobs):
             progress.start(job.bench, job.case, job.target.label)
             if finish.spent():
@@ -239,21 +207,11 @@ class ProcessLauncher:
                     if child is not None and swap:
                         child.close()  # its cases are done; the spare that imported the model code goes on
                         child = None
-                    if relay is not None and relay_at is not None and n >= relay_at:
-                        taken: Child = relay
-                        relay = None
-                        if taken.has_imported():  # it takes over with the cases it prepared; else it was too late
-                            child = self._hand_to_relay(child, taken, job.target)
-                        else:
-                            taken.dismiss()  # still importing: stopped at once
                     if child is None:
                         # A spare for the next device, once this one has taken the last started child.
                         child = self._child_for(job.target, another_device_next and (first or swap), needs)
                         first = False
-                    ahead = relay_at - n if relay is not None and relay_at is not None else len(jobs) - n
-                    self._rehearse_ahead(child, jobs[n : n + ahead], needed[n : n + ahead], rests[n])
-                    if relay is not None and relay_at is not None and self._covers(child, rests[n]):
-                        self._rehearse_for_relay(child, relay, jobs[relay_at:])
+                    self._rehearse_ahead(child, jobs[n:], needed[n:], rests[n])
                     measured, replace = child.measure(job, self.case_timeout_s)
                     result = finish(job, measured, started)
                     if replace:
@@ -279,20 +237,7 @@ class ProcessLauncher:
             results.append(result)
         if child is not None:
             child.close()
-        if relay is not None:  # the run's time budget ended before its cases
-            relay.dismiss()
         return results
-
-
-def relay_point(jobs: list[Job], needed: list[tuple[str, ...]]) -> int | None:
-    """Where a third child takes over: the first case of the second benchmark that needs model code (on the H200
-    the second child prepares BERT's layer cells while the first measures matmuls and memory; the third prepares
-    GPT-2's and T5's while the second measures BERT's). None where there is no second such benchmark."""
-    firsts = [n for n, needs in enumerate(needed) if needs]
-    if not firsts:
-        return None
-    head = jobs[firsts[0]].bench
-    return next((n for n in firsts if jobs[n].bench is not head), None)
 
 
 def _remaining(needed: list[tuple[str, ...]]) -> list[tuple[str, ...]]:

@@ -132,7 +132,6 @@ class RunConfig:
     upload: UploadConfig = field(default_factory=UploadConfig)
     nodes: Nodes = field(default_factory=Nodes)
     parallel: bool = False  # measure the GPUs at once (one process each) instead of one after another
-    relay: bool = False  # a third measuring process takes over at the second model benchmark (ProcessLauncher.relay)
     isolation: Isolation = "process"  # where device cases run: a child process per device, or the agent's own
     case_timeout_s: float | None = None  # a device case making no progress this long is a hang (None: generous)
     when_busy: WhenBusy = "skip"  # a GPU another process uses: skipped (reason given), waited for, or measured
@@ -146,9 +145,6 @@ class RunConfig:
             raise ConfigError("--parallel measures several GPUs at once; it needs --device cuda")
         if self.isolation not in ISOLATIONS:
             raise ConfigError(f"--isolation {self.isolation!r} is not one of: {', '.join(ISOLATIONS)}")
-        if self.relay and (self.parallel or self.isolation != "process"):
-            raise ConfigError("--relay hands one GPU's cases between measuring processes; it needs --isolation "
-                              "process and not --parallel")  # fmt: skip
         if self.parallel and self.isolation != "process":
             raise ConfigError("--parallel measures each GPU in its own process; it needs --isolation process")
         if self.case_timeout_s is not None and not 0 < self.case_timeout_s <= 86_400:

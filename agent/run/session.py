@@ -42,7 +42,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
     chosen = suite(config.suite).with_attention(config.attn_implementation)
     benchmarks = chosen.benchmarks(config.only, config.skip)
     launchers = launchers_for(config.isolation, chosen.policy, case_timeout_s=config.case_timeout_s,
-                              parallel=config.parallel, relay=config.relay)  # fmt: skip
+                              parallel=config.parallel)  # fmt: skip
     device_benchmarks = [b for b in benchmarks if isinstance(b, Benchmark)]
     if device_benchmarks and not config.parallel:  # started before torch's import here, to overlap with it
         launchers.device.prepare(

@@ -70,8 +70,6 @@ def test_unknown_names_and_devices_fail_with_the_allowed_values() -> None:
     assert done.returncode == 1 and "key=value" in done.stderr
     done = agent_cli("run", "--device", "cpu", "--parallel", "-q")
     assert done.returncode == 1 and "--parallel measures several GPUs at once; it needs --device cuda" in done.stderr
-    done = agent_cli("run", "--device", "cpu", "--relay", "--isolation", "inline", "-q")
-    assert done.returncode == 1 and "--relay hands one GPU's cases between measuring processes" in done.stderr
     done = agent_cli("run", "--device", "cpu", "--nnodes", "2", "--node-rank", "0", "-q")
     assert done.returncode == 1 and "needs --master-port" in done.stderr
 

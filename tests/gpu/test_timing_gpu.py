@@ -179,31 +179,6 @@ def test_the_model_child_prepares_the_layer_cells_while_the_first_measures_the_p
     assert warmups[len(warmups) // 2] < 0.06, warmups
 
 
-def test_a_relay_prepares_the_second_model_benchmark_while_the_spare_measures_the_first() -> None:
-    """Three children with the relay on: the products in the first, BERT's cells in the second, and the third, which
-    prepared GPT-2's cells' first calls while the second measured, takes over at GPT-2's."""
-    from agent.launchers import launchers_for
-
-    target = _target()
-    launchers = launchers_for("process", STANDARD_POLICY, relay=True)
-    cells = {"seq_lens": (96, 160, 224), "batches": (3, 5, 7, 9), "dtypes": ("bf16",)}
-    bert = BertLayerBenchmark(LayerGrid(model="bert-large", **cells))  # type: ignore[arg-type]
-    gpt2 = Gpt2BlockBenchmark(LayerGrid(model="gpt2-medium", **{**cells, "batches": (3, 5)}))  # type: ignore[arg-type]
-    products = MatmulBenchmark(MatmulGrid(sizes=(2048, 8192), dtypes=("bf16",), each_call=True))
-    benches: list[MatmulBenchmark | LayerBenchmark] = [products, bert, gpt2]
-    launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
-
-    # Both model-importing children ready before the first case.
-    results = run_cases(benches, [target], [], STANDARD_POLICY, Monitor(None, {}), launchers=launchers,
-                        on_event=_first_case_waits_for(launchers, 2))  # fmt: skip
-    assert [r.status for r in results] == ["ok"] * len(results) and len(results) == 2 + 24 + 12
-    _, second, relay = sorted(launchers.device.processes(0.0), key=lambda p: p.started_s)
-    assert second.ready_s is not None and relay.ready_s is not None and second.stopped_s is not None
-    assert second.ready_s <= relay.ready_s <= second.stopped_s  # set up in its place, then the second goes
-    gpt2_warmups = sorted(r.timing.warmup_s for r in results[26:] if r.timing and r.timing.warmup_s)
-    assert gpt2_warmups[len(gpt2_warmups) // 2] < 0.06, gpt2_warmups  # prepared: no 70-100 ms first call
-
-
 _STARVED_WINDOW = """
 import os, sys, json, torch
 from agent.timing.starvation import starved
