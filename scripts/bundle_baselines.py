@@ -7,13 +7,13 @@ runs go through a throw-away collector and are read back through the query and b
 baseline export``, so the bundle is what a fleet holding these runs would export.
 
 Which runs count (``left_out`` names why one does not) is the export's healthy rule (no other process on the GPU, no
-thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong or above the datasheet) and, for these
-files, whole runs named with their reason:
-a GPU without a UUID (the lent machines are all called ``vm``: keyed by host, every such run would be one GPU again)
-a run with a window flagged ``starved`` (a loaded host slows figures the flag does not name: busy-host/loaded.json's
-BERT layer read 3 % below the quiet run's, unflagged), and a run measured with the relay, three measuring processes
-for one GPU (relay/relay*.json: BERT's cells read up to 6.5 % slow, unflagged; the relay was removed). Check figures kept without their run files (health-*.json)
-carry no UUID and are not used.
+thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong or above the datasheet) and, for
+these files, whole runs named with their reason: a GPU without a UUID (the lent machines are all called ``vm``: keyed
+by host, every such run would be one GPU again), a run with a window flagged ``starved`` (a loaded host slows figures
+the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged), and a run
+measured with the relay, three measuring processes for one GPU (relay/relay*.json: BERT's cells read up to 6.5 %
+slow, unflagged; the relay was removed). Check figures kept without their run files (health-*.json) carry no UUID and
+are not used.
 
     .venv/bin/python scripts/bundle_baselines.py            # rewrites schemas/data/h200.baseline.json
     .venv/bin/python scripts/bundle_baselines.py --check    # exit 1 if the file is not what the data gives
@@ -44,10 +44,10 @@ OUTPUT = ROOT / "schemas" / "data" / "h200.baseline.json"
 NAME = "flopfleet H200 (lent, 2026-11/12)"
 #: The suites a GPU is held against a baseline of: ``run``'s and ``check``'s.
 SUITES = ("standard", "health")
-#: The first run whose board power was counted by the agent's present rule (agent/machine/energy.py: the counter read
-#: by a thread of its own): the power earlier runs carry came from two rules that read power-capped products 30-45 %
-#: low and up to 35 % high (docs/results/h200.md, "The standard suite per watt"), so their figures count and their
-#: power does not.
+#: The first run whose board power was counted by the agent's present rule (agent/machine/energy.py: the counter
+#: read by a thread of its own): the power earlier runs carry came from two rules that read power-capped products
+#: 30-45 % low and up to 35 % high (docs/results/h200.md, "Cold starts, every figure per watt"), so their figures
+#: count and their power does not.
 POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
 
 

@@ -16,10 +16,10 @@ each step the energy of the 100 ms before it, and one read costs about 4 ms (a c
   over the window itself (its 1 s, on the H200), else the moves' midpoints do. A window with fewer than two moves
   says nothing (None), never a guess.
 
-Two earlier versions, measured on the H200 (docs/results/h200.md, "The standard suite per watt"): one chose the count
-among those the window's length allowed by the board's 1 s reading alone, which after a rest is low: power-capped
-products read 370-390 W instead of about 700. The next read between the timing loop's batches: a long call (an fp32
-product of 16384, 166 ms, one a batch) left 166 ms between reads, and one such window read 942 W.
+Two earlier versions, measured on the H200 (docs/results/h200.md, "Cold starts, every figure per watt"): one chose
+the count among those the window's length allowed by the board's 1 s reading alone, which after a rest is low:
+power-capped products read 370-390 W instead of about 700. The next read between the timing loop's batches: a long
+call (an fp32 product of 16384, 166 ms, one a batch) left 166 ms between reads, and one such window read 942 W.
 """
 
 from __future__ import annotations
