@@ -15,7 +15,7 @@ from pathlib import Path
 from collector.analysis.baselines import Measurement, build
 from schemas.baselines import bundled
 from schemas.labels import PER_WATT_SUFFIX
-from scripts.bundle_baselines import committed, left_out, measured
+from scripts.bundle_baselines import committed, left_out, measured, without_power
 from tests.conftest import ROOT
 
 RESULTS = ROOT / "docs" / "results" / "h200"
@@ -89,3 +89,16 @@ def test_leaving_each_gpu_out_raises_no_false_alarm() -> None:
     rows = [line for line in done.stdout.splitlines() if re.match(r"[0-9a-f]{8} standard ", line)]
     assert len(rows) == standard
     assert all(f" {standard - 1} ok " in row and row.count("/ 3%") == 2 for row in rows)
+
+
+def test_power_counted_by_an_earlier_rule_and_runs_beside_the_relay_stay_out_of_the_bundle() -> None:
+    # The committed runs of 2026-12-03: cold/ (21:47) read power by a rule that put power-capped products at
+    # 370-390 W; per-watt-3/ (22:12) by the rule that stands; relay/relay*.json had a third measuring process.
+    runs = {c.path: c.run for c in committed()}
+    early, kept = runs["cold/cold2.json"], runs["per-watt-3/v2.json"]
+    assert any(r.timing and r.timing.power_w for r in early.results)  # it did read power...
+    assert not any(r.timing and r.timing.power_w for r in without_power(early).results)  # ...which is dropped
+    assert without_power(kept) == kept and any(r.timing and r.timing.power_w for r in kept.results)
+    assert without_power(early).results[0].metrics == early.results[0].metrics  # its figures still count
+    assert left_out(runs["relay/relay1.json"]) is not None and "relay" in (left_out(runs["relay/relay2.json"]) or "")
+    assert left_out(runs["relay/off2.json"]) is None
