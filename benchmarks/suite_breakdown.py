@@ -2,6 +2,7 @@
 warm-up, graph capture and timed repeats, and the hand-offs between cases.
 
     python benchmarks/suite_breakdown.py RUN.json [--launched EPOCH --exited EPOCH] [--top 10] [--short]
+    python benchmarks/suite_breakdown.py COLD.json --beside WARM.json [--top 10]   # two runs side by side
 
 ``--launched`` and ``--exited`` (seconds since the epoch, e.g. ``date +%s.%N`` around the agent's command) add the
 moments the run file cannot know: the command's launch and its exit after posting. A run file from an agent with
@@ -62,7 +63,8 @@ def _epoch(text: str) -> float:
 
 def _label(r: Doc) -> str:
     p = r["params"]
-    keys = ("model", "dtype", "op", "direction", "pinned", "mode", "phase", "batch", "seq_len", "n", "elements")
+    keys = ("model", "dtype", "op", "direction", "pinned", "mode", "phase", "batch", "seq_len", "n", "elements",
+            "implementation")  # fmt: skip
     return r["name"] + " " + " ".join(f"{k}={p[k]}" for k in keys if k in p)
 
 
@@ -169,6 +171,43 @@ def by_phase(b: Breakdown) -> dict[str, float]:
     return {key: out[key] for key in _PHASES}
 
 
+def _case_seconds(run: Doc) -> dict[str, float]:
+    """Each case's seconds in its measuring process, by label (a label twice: summed)."""
+    out: dict[str, float] = defaultdict(float)
+    for r in run["results"]:
+        out[_label(r)] += r.get("duration_s") or 0.0
+    return dict(out)
+
+
+def side_by_side(first: Doc, second: Doc, top: int = 10) -> str:
+    """Where two runs' time went, beside each other (a cold run and a warm one, say): the run's parts, each measuring
+    process's milestones, each benchmark's phases, and the cases whose time differs most."""
+    a, b = breakdown(first), breakdown(second)
+
+    def row(name: str, x: float | None, y: float | None) -> str:
+        diff = f"{y - x:+8.2f}" if x is not None and y is not None else ""
+        return f"  {name:34s} {_s(x):>8s} {_s(y):>8s} {diff:>8s}"
+
+    lines = [f"  {'seconds':34s} {'first':>8s} {'second':>8s} {'diff':>8s}", row("start-up", a.startup_s, b.startup_s),
+             row("run", a.run_s, b.run_s), row("cases", a.cases_s, b.cases_s)]  # fmt: skip
+    theirs = {p["name"]: p for p in b.processes}
+    for p in a.processes:
+        q = theirs.get(p["name"], {})
+        lines += [row(f"{p['name']} {what}", p.get(f"{what}_s"), q.get(f"{what}_s")) for what in ("imported", "ready")]
+    families = {f.name: f for f in b.families}
+    for f in a.families:
+        g = families.get(f.name)
+        if not f.case_s and not (g and g.case_s):  # skipped or absent in both (one GPU: no collectives)
+            continue
+        for key, head in zip(_PHASES[:3], _HEADS[:3], strict=True):
+            lines.append(row(f"{f.name} {head}", getattr(f, key), getattr(g, key) if g else None))
+    x, y = _case_seconds(first), _case_seconds(second)
+    moved = sorted(((y[k] - x[k], k) for k in x.keys() & y.keys()), key=lambda d: -abs(d[0]))[:top]
+    lines.append("cases whose time differs most (first, second, diff):")
+    lines += [f"  {x[k]:6.2f} {y[k]:6.2f} {d:+6.2f} s  {k}" for d, k in moved]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path)
@@ -176,8 +215,12 @@ def main() -> None:
     parser.add_argument("--exited", type=float, help="when it exited, the run posted (epoch seconds)")
     parser.add_argument("--top", type=int, default=10, help="how many of the slowest cases to list")
     parser.add_argument("--short", action="store_true", help="leave out the slowest cases")
+    parser.add_argument("--beside", type=Path, help="a second run (a warm one beside a cold one): both, side by side")
     args = parser.parse_args()
     run = json.loads(args.run.read_text(encoding="utf-8"))
+    if args.beside is not None:
+        print(side_by_side(run, json.loads(args.beside.read_text(encoding="utf-8")), args.top))
+        return
     print(render(breakdown(run, args.launched, args.exited, args.top), args.short))
 
 

@@ -75,6 +75,22 @@ def test_the_breakdown_prints_every_phase(second_run: tuple[Path, float, float])
         assert head in printed
 
 
+def test_a_cold_and_a_warm_run_side_by_side_say_where_the_cold_one_spent_more() -> None:
+    # The H200's first run on a fresh machine and the next (2026-12-03, docs/results/h200/per-watt-3/): the cold
+    # one's extra time is in the lean Llama's first case (its Triton kernels compile) and T5's first cells.
+    cold, warm = (ROOT / "docs/results/h200/per-watt-3" / name for name in ("v1.json", "v2.json"))
+    printed = subprocess.run([sys.executable, "benchmarks/suite_breakdown.py", str(cold), "--beside", str(warm),
+                              "--top", "5"], capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
+    rows = {line[:36].strip(): line[36:].split() for line in printed.splitlines() if line.startswith("  ")}
+    first, second, diff = (float(v) for v in rows["cases"])
+    assert first > second and diff == pytest.approx(second - first, abs=0.011)
+    per_benchmark = sum(float(v[2]) for name, v in rows.items() if name.endswith(" case s"))
+    assert per_benchmark == pytest.approx(diff, abs=0.1)  # the benchmarks' rows add up to the cases' row
+    moved = printed.split("differs most (first, second, diff):\n")[1].splitlines()
+    assert "inference" in moved[0] and "implementation=torch" in moved[0] and float(moved[0].split()[2]) < -3.0
+    assert "layer_t5_encoder" in "".join(moved[1:])
+
+
 def test_two_runs_compare_cell_by_cell_worst_first(quick_run_file: Path, second_run: tuple[Path, float, float]) -> None:
     a, b = _load(quick_run_file), _load(second_run[0])
     comparison = compare(a, b, min_s=0.0)
