@@ -65,7 +65,7 @@ def _label(r: Doc) -> str:
     p = r["params"]
     keys = ("model", "dtype", "op", "direction", "pinned", "mode", "phase", "batch", "seq_len", "n", "elements",
             "implementation")  # fmt: skip
-    return r["name"] + " " + " ".join(f"{k}={p[k]}" for k in keys if k in p)
+    return str(r["name"]) + " " + " ".join(f"{k}={p[k]}" for k in keys if k in p)
 
 
 def _waited(started: float, finished: float, processes: list[Doc]) -> float:
