@@ -11,7 +11,7 @@ thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong 
 these files, whole runs named with their reason: a GPU without a UUID (the lent machines are all called ``vm``: keyed
 by host, every such run would be one GPU again), a run with a window flagged ``starved`` (a loaded host slows figures
 the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged), and a run
-measured with the relay, three measuring processes for one GPU (relay/relay*.json: BERT's cells read up to 6.5 %
+measured with the relay, named by run id in ``WITH_THE_RELAY`` (relay/relay*.json: BERT's cells read up to 6.5 %
 slow, unflagged; the relay was removed). Check figures kept without their run files (health-*.json) carry no UUID and
 are not used.
 
@@ -49,6 +49,9 @@ SUITES = ("standard", "health")
 #: 30-45 % low and up to 35 % high (docs/results/h200.md, "Cold starts, every figure per watt"), so their figures
 #: count and their power does not.
 POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
+#: The runs measured with the relay (relay/relay1.json, relay2.json), named: nothing in a run says so (a child that
+#: replaced one after a sticky error also makes three processes for one GPU), and the relay is gone from the agent.
+WITH_THE_RELAY = frozenset({"e387d6bb-b502-4e8e-892b-464de30d543f", "2a886931-62fc-4305-8461-f8360813af56"})
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def left_out(run: RunSubmission) -> str | None:
         return "a GPU without a UUID cannot be counted once"
     if any("starved" in r.flags for r in run.results):
         return "measured on a loaded host (a window flagged starved)"
-    if run.timeline is not None and len(run.gpus) == 1 and len(run.timeline.processes) > 2:
+    if str(run.run_id) in WITH_THE_RELAY:
         return "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
     return None
 

@@ -37,7 +37,8 @@ UPDATE_S = 0.1
 #: How far one update may fall from its period's schedule: the driver's own timestamps put the p10-p90 of the time
 #: between updates at 97.0-102.4 ms (docs/results/h200/energy/counter-2.json, "fields").
 JITTER_S = 0.005
-#: The time between two reads while a window is open (each read holds a core for ~4 ms, the device not at all).
+#: The pause between two reads while a window is open (each read holds a core for ~4 ms, the device not at all: a
+#: read every ~14 ms on the H200).
 OBSERVE_EVERY_S = 0.01
 #: The time the board's own power reading averages over (``nvmlDeviceGetPowerUsage`` on Ampere and later: 1 s).
 BOARD_AVERAGE_S = 1.0
