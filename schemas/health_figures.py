@@ -40,7 +40,7 @@ class HealthFigure:
     better: Literal["higher"]
     #: The results' ``benchmark``, and the params they must have, equal (each one of ``collector.figures.MATCHED``).
     benchmark: str
-    match: Mapping[str, str | bool]
+    match: Mapping[str, str | bool | int]
     #: The metric whose best over the matching results of a run and GPU is the figure.
     metric: Literal["tflops", "gbps"]
     #: The floor for its model: a fraction of a datasheet figure (``verdicts.floor_of``).
@@ -68,8 +68,15 @@ class HealthFigure:
 HEALTH_FIGURES: dict[str, HealthFigure] = {
     f.key: f
     for f in (
+        # The best product of any size: on the H200 the health profile's 8192^3, held at the 700 W limit, where
+        # healthy GPUs differ by their power efficiency (0.98 % between 7 of them, docs/baselines.md).
         HealthFigure("matmul_bf16", "BF16 matmul", "TFLOPS", "higher", "matmul", {"dtype": "bf16"}, "tflops",
                      ("bf16", 0.35), "matmul"),
+        # A product light enough to run at full clock, under the power limit (2048^3 on the H200: 430-500 W at
+        # 1980 MHz): what the GPU's work rate is, free of how much of it a watt buys, so the spread between healthy
+        # GPUs is theirs at one clock and a GPU that does less work is told apart from a less efficient one.
+        HealthFigure("matmul_bf16_2048", "BF16 matmul n=2048", "TFLOPS", "higher", "matmul",
+                     {"dtype": "bf16", "n": 2048}, "tflops", ("bf16", 0.35), "matmul"),
         # Any kernel (a*1.2, copy, triad): the best of them.
         HealthFigure("memory", "memory", "GB/s", "higher", "bandwidth", {}, "gbps", ("bandwidth", 0.55), "bandwidth",
                      digits=0),

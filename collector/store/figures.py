@@ -26,7 +26,7 @@ TRUSTED = (
     + "])"
 )
 #: The params a figure may require (equal), besides its benchmark.
-MATCHED = ("dtype", "op", "direction", "pinned", "block", "mode", "model", "phase", "batch", "implementation",
+MATCHED = ("dtype", "op", "direction", "pinned", "block", "mode", "model", "phase", "batch", "n", "implementation",
            "attn_implementation")  # fmt: skip
 #: What a result that does not say is: every result stored before ``implementation`` was, was transformers'.
 UNSAID = {"implementation": "'transformers'"}
@@ -52,6 +52,7 @@ class Figure:
     model: str | None = None
     phase: str | None = None
     batch: int | None = None
+    n: int | None = None  # a product's size (matmul's n)
     implementation: str | None = None
     attn_implementation: str | None = None
 
@@ -160,7 +161,7 @@ BY_KEY = {f.key: f for f in (*FIGURES, *EXTRA, *PER_WATT)}
 DEFINITIONS_DDL = """CREATE OR REPLACE TABLE figure_definitions (
     figure VARCHAR PRIMARY KEY, label VARCHAR NOT NULL, unit VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     dtype VARCHAR, dtype_prefix VARCHAR, op VARCHAR, direction VARCHAR, pinned BOOLEAN, block VARCHAR, mode VARCHAR,
-    model VARCHAR, phase VARCHAR, batch INTEGER, implementation VARCHAR, attn_implementation VARCHAR,
+    model VARCHAR, phase VARCHAR, batch INTEGER, n INTEGER, implementation VARCHAR, attn_implementation VARCHAR,
     value VARCHAR NOT NULL, scale DOUBLE NOT NULL)"""
 
 

@@ -132,6 +132,7 @@ def test_the_agent_alone_and_the_collector_judge_real_health_runs_alike(tmp_path
     assert len(runs) >= 5
     agent, collector = _both(tmp_path, runs)
     (v,) = agent
-    assert v.level is Level.ok and {f.figure for f in v.figures} == set(HEALTH_FIGURES)
+    measured = {f for r in runs for f in HEALTH_FIGURES if any(HEALTH_FIGURES[f].selects(x) for x in r.results)}
+    assert v.level is Level.ok and {f.figure for f in v.figures} == measured >= {"matmul_bf16", "memory", "h2d"}
     assert all(f.window == 3 and f.baseline for f in v.figures)
     _same(v, collector[v.uuid])
