@@ -29,11 +29,13 @@ CHECK_ROWS = 64
 class MatmulGrid:
     """``each_call``: every call timed after its own L2 flush, as triton's do_bench times it, and replayed as a
     graph only where launching it takes longer than it runs; otherwise (the health profile's way) products under
-    2 ms are replayed back to back as a graph, the L2 flushed once per replay."""
+    2 ms are replayed back to back as a graph, the L2 flushed once per replay. ``also``: products beside the
+    grid's, as (dtype, n), where one dtype needs a size the others do not (the health profile's fp32 at 4096)."""
 
     sizes: tuple[int, ...]
     dtypes: tuple[str, ...]
     each_call: bool = False
+    also: tuple[tuple[str, int], ...] = ()
 
 
 @contextmanager
@@ -114,10 +116,10 @@ class MatmulBenchmark(Benchmark[MatmulGrid]):
     Grid = MatmulGrid
 
     def cases(self, target: Target) -> list[Case]:
+        grid = [(dtype, n) for dtype in self.grid.dtypes for n in self.grid.sizes]
         return [
             Case(label=f"{dtype} n={n}", params=MatmulParams(m=n, n=n, k=n, dtype=dtype))  # type: ignore[arg-type]
-            for dtype in self.grid.dtypes
-            for n in self.grid.sizes
+            for dtype, n in (*grid, *(c for c in self.grid.also if c not in grid))
         ]
 
     def run(self, case: Case, ctx: Context) -> Outcome:

@@ -177,16 +177,15 @@ FULL = Suite(
 
 HEALTH = Suite(
     name="health",
-    description="the figures the verdicts use, at full size: bf16 matmul (sustained at 8192, at full clock at 2048), "
-    "HBM bandwidth, pinned host<->device transfers, one BERT-large layer fwd+bwd, all-reduce where there are several "
-    "GPUs",
+    description="the figures the verdicts use, at full size: sustained bf16 matmul, fp32 matmul at full clock, HBM "
+    "bandwidth, pinned host<->device transfers, one BERT-large layer fwd+bwd, all-reduce where there are several GPUs",
     # A longer warm-up than the standard suite's, so the matmul is measured at the clocks the GPU sustains under
     # load (the standard window can start at boost); windows of 0.2-0.4 s keep the whole profile in seconds.
     policy=TimingPolicy(warmup_s=0.3, min_warmup=2, min_repeats=5, max_repeats=200, min_time_s=0.2, max_time_s=0.4),
     grids={
-        # 8192^3 at the power limit (the figure people quote), 2048^3 at full clock (``HealthFigure``
-        # matmul_bf16_2048: the work rate apart from the power efficiency).
-        "matmul": MatmulGrid(sizes=(2048, 8192), dtypes=("bf16",)),
+        # bf16 at 8192^3, held at the power limit (the figure people quote), and fp32 at 4096^3, at full clock
+        # under it (``HealthFigure`` matmul_fp32_4096: the work rate apart from the power efficiency).
+        "matmul": MatmulGrid(sizes=(8192,), dtypes=("bf16",), also=(("fp32", 4096),)),
         "bandwidth": BandwidthGrid(scale=(1 << 28,), copy=(1 << 28,)),  # 1 GiB per array: far past any cache
         "transfer": TransferGrid(sizes=(256 * MiB,), pinned=(True,)),
         # The plain-torch layer (benchmarks/bert_torch.py): the same figure without transformers' 11-13 s import.
