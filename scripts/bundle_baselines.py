@@ -116,10 +116,9 @@ def health_products_only(run: RunSubmission) -> RunSubmission:
     grid = HEALTH.grids["matmul"]
     assert isinstance(grid, MatmulGrid)
     kept = {*((d, n) for d in grid.dtypes for n in grid.sizes), *grid.also}
-    results = tuple(
-        r for r in run.results
-        if not (isinstance(r.params, MatmulParams) and r.benchmark == "matmul" and (r.params.dtype, r.params.n) not in kept)
-    )  # fmt: skip
+    products = [r for r in run.results if r.benchmark == "matmul" and isinstance(r.params, MatmulParams)]
+    foreign = [r for r in products if (r.params.dtype, r.params.n) not in kept]  # type: ignore[union-attr]
+    results = tuple(r for r in run.results if r not in foreign)
     return run if len(results) == len(run.results) else run.model_copy(update={"results": results})
 
 

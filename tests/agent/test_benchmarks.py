@@ -44,6 +44,14 @@ def test_matmul_measures_supported_dtypes_and_explains_the_rest() -> None:
     assert fp32.peak_fraction is None  # no datasheet for a CPU
 
 
+def test_a_product_beside_the_grid_is_measured_once_after_it() -> None:
+    # the health profile's fp32 at 4096^3 beside its bf16 at 8192^3; one already in the grid is not measured twice
+    grid = MatmulGrid(sizes=(32,), dtypes=("bf16",), also=(("fp32", 48), ("bf16", 32)))
+    results = run(MatmulBenchmark(grid))
+    assert [(r.params.dtype, r.params.n) for r in results] == [("bf16", 32), ("fp32", 48)]  # type: ignore[union-attr]
+    assert all(r.status == "ok" for r in results)
+
+
 def test_fp8_is_unsupported_without_a_hopper_class_gpu() -> None:
     (result,) = run(Fp8MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp8_e4m3",))))
     assert result.status == "unsupported"

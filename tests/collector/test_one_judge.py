@@ -57,6 +57,19 @@ def test_the_sql_and_the_python_of_each_health_figure_pick_the_same_values_from_
     assert any(health_figure(r) for r in starved)  # a busy host's BERT layer (busy-host/loaded.json): left out by both
 
 
+def test_a_figure_of_one_size_is_that_products_value_not_the_best_on_both_sides(tmp_path: Path) -> None:
+    # matmul_fp32_4096 matches n; matmul_fp32 (the table's row) is the best of any size
+    run = make_run([matmul(4096, "fp32", 51.3), matmul(8192, "fp32", 51.9), matmul(8192, "bf16", 690.0)],
+                   gpus=[gpu(H200)], suite="health")  # fmt: skip
+    python = figure_values(run.results)
+    assert python[(0, "matmul_fp32_4096")] == 51.3 and python[(0, "matmul_bf16")] == 690.0
+    with Store(tmp_path / "f.duckdb") as store:
+        store.add_run(run)
+        store.settle()
+        rows = dict(store.sql("SELECT figure, value FROM figures", max_rows=1000).rows)
+    assert rows["matmul_fp32_4096"] == 51.3 and rows["matmul_fp32"] == 51.9 and rows["matmul_bf16"] == 690.0
+
+
 def test_each_health_figure_is_defined_once_and_measured_by_the_health_profile() -> None:
     for key, figure in HEALTH_FIGURES.items():
         assert set(figure.match) <= set(MATCHED)
