@@ -33,7 +33,16 @@ from schemas.baselines import BaselineBundle, BaselineIndex, card_key, gpu_model
 from schemas.health_figures import HEALTH_FIGURES, figure_values  # noqa: E402
 from schemas.judgement import GpuFacts, Measured, judge_gpu  # noqa: E402
 from schemas.verdicts import GpuVerdict, Level, baseline_reference  # noqa: E402
-from scripts.bundle_baselines import RESULTS, SUITES, Committed, bundle_of, committed, left_out, stored  # noqa: E402
+from scripts.bundle_baselines import (  # noqa: E402
+    RESULTS,
+    SUITES,
+    Committed,
+    as_bundled,
+    bundle_of,
+    committed,
+    left_out,
+    stored,
+)
 
 
 def short(uuid: str | None) -> str:
@@ -94,7 +103,7 @@ def leave_one_out(runs: Sequence[Committed], found: Sequence[Measurement]) -> li
             continue
         seen.add((uuid, c.run.suite))
         bundle, _ = bundle_of([m for m in found if m.device != uuid])
-        (verdict,) = judge_locally([c.run], BaselineIndex([(bundle, "file")] if bundle else []))
+        (verdict,) = judge_locally([as_bundled(c.run)], BaselineIndex([(bundle, "file")] if bundle else []))
         out.append(_judged(short(uuid), c.run.suite, c.path, verdict, bundle))
     return out
 
@@ -121,7 +130,7 @@ def recorded(bundle: BaselineBundle, folder: Path = RESULTS) -> list[Judged]:
 def thresholds(bundle: BaselineBundle) -> list[str]:
     """Each health figure of the bundle, per suite: value, GPUs, runs, spreads and the threshold verdicts use."""
     index = BaselineIndex([(bundle, "bundled")])
-    lines = [f"{'suite':9} {'figure':12} {'value':>9} {'GPUs':>4} {'runs':>4} {'low':>9} {'high':>9} "
+    lines = [f"{'suite':9} {'figure':16} {'value':>9} {'GPUs':>4} {'runs':>4} {'low':>9} {'high':>9} "
              f"{'between':>7} {'within':>7} {'threshold':>9}"]  # fmt: skip
     for card in bundle.cards:
         for f in card.figures:
@@ -131,7 +140,7 @@ def thresholds(bundle: BaselineBundle) -> list[str]:
             assert reference is not None
             between = "—" if f.between_gpus is None else f"{f.between_gpus:.2%}"
             within = "—" if f.within_gpu is None else f"{f.within_gpu:.2%}"
-            lines.append(f"{card.suite:9} {f.figure:12} {f.value:9.1f} {f.gpus:4} {f.runs:4} {f.low or 0:9.1f} "
+            lines.append(f"{card.suite:9} {f.figure:16} {f.value:9.1f} {f.gpus:4} {f.runs:4} {f.low or 0:9.1f} "
                          f"{f.high or 0:9.1f} {between:>7} {within:>7} {reference.margin:9.1%}")  # fmt: skip
     return lines
 
@@ -173,7 +182,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=RESULTS, help="the folder of committed runs")
     args = parser.parse_args()
     runs = committed(args.results)
-    found = stored([c.run for c in runs if left_out(c.run) is None])
+    found = stored([as_bundled(c.run) for c in runs if left_out(c.run) is None])
     bundle, _ = bundle_of(found)
     if bundle is None:
         print("no baseline: no card has enough healthy runs")

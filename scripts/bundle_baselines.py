@@ -122,6 +122,12 @@ def health_products_only(run: RunSubmission) -> RunSubmission:
     return run if len(results) == len(run.results) else run.model_copy(update={"results": results})
 
 
+def as_bundled(run: RunSubmission) -> RunSubmission:
+    """A committed run as it goes into the bundle: without power an earlier rule counted, and a health run with the
+    health profile's products only."""
+    return health_products_only(without_power(run))
+
+
 def stored(runs: Sequence[RunSubmission]) -> list[Measurement]:
     """The runs through a real store and the export's own query: their healthy measurements, by GPU UUID. One commit
     and one refresh (``Store.add_group``, the bulk load): run by run, each its own commit and refresh, the same
@@ -134,7 +140,7 @@ def stored(runs: Sequence[RunSubmission]) -> list[Measurement]:
 
 def measured(folder: Path = RESULTS) -> list[Measurement]:
     """The healthy measurements of every run committed under ``folder``."""
-    return stored([health_products_only(without_power(c.run)) for c in committed(folder) if left_out(c.run) is None])
+    return stored([as_bundled(c.run) for c in committed(folder) if left_out(c.run) is None])
 
 
 def bundle_of(found: Sequence[Measurement]) -> tuple[BaselineBundle | None, list[str]]:
