@@ -69,13 +69,13 @@ HEALTH_FIGURES: dict[str, HealthFigure] = {
     f.key: f
     for f in (
         # The best product of any size: on the H200 the health profile's 8192^3, held at the 700 W limit, where
-        # healthy GPUs differ by how much work a watt buys them (0.98 % between 7 of them, docs/baselines.md).
+        # healthy GPUs differ by how much work a watt buys them (0.90 % between 12 of them, docs/baselines.md).
         HealthFigure("matmul_bf16", "BF16 matmul", "TFLOPS", "higher", "matmul", {"dtype": "bf16"}, "tflops",
                      ("bf16", 0.35), "matmul"),
-        # A product that runs at full clock, under the power limit (4096^3 in fp32 on the H200: 620-630 W at
-        # 1980 MHz; bf16 even at 2048^3 replayed back to back reached 745-772 W and the limit, docs/results/h200.md):
-        # the GPU's work rate apart from its power efficiency, 51.2-51.4 TFLOPS on 15 H200s, so a GPU that does less
-        # work is told apart from one whose watts buy less.
+        # A product that runs at full clock, under the power limit (4096^3 in fp32 on the H200: a median SM clock of
+        # 1965-1980 MHz of 1980 in every healthy check; bf16 at 2048^3, replayed back to back, met the limit and fell to
+        # 345 MHz, docs/results/h200.md): the GPU's work rate apart from its power efficiency, 51.2-51.4 TFLOPS on 15
+        # H200s, so a GPU that does less work is told apart from one whose watts buy less.
         HealthFigure("matmul_fp32_4096", "FP32 matmul n=4096", "TFLOPS", "higher", "matmul",
                      {"dtype": "fp32", "n": 4096}, "tflops", ("fp32", 0.35), "matmul"),
         # Any kernel (a*1.2, copy, triad): the best of them.
