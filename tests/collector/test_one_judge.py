@@ -22,6 +22,7 @@ from schemas import RunSubmission
 from schemas.baselines import BaselineIndex, bundled
 from schemas.health_figures import HEALTH_FIGURES, figure_values, health_figure
 from schemas.verdicts import GpuVerdict, Level
+from scripts.bundle_baselines import committed
 from tests.conftest import ROOT
 from tests.factories import T0, bandwidth, gpu, layer, make_run, matmul, transfer
 
@@ -149,3 +150,40 @@ def test_the_agent_alone_and_the_collector_judge_real_health_runs_alike(tmp_path
     assert v.level is Level.ok and {f.figure for f in v.figures} == measured >= {"matmul_bf16", "memory", "h2d"}
     assert all(f.window == 3 and f.baseline for f in v.figures)
     _same(v, collector[v.uuid])
+
+
+def _slower(run: RunSubmission, figure: str, by: float, hour: int, only: str | None = None) -> RunSubmission:
+    """``run`` with ``figure``'s results ``by`` lower (a crafted cause: the brief's way to test a clock or power
+    cause without touching a GPU's settings), as a new run ``hour`` hours later; ``only``: that benchmark's results."""
+    results = []
+    for r in run.results:
+        if only and r.benchmark != only:
+            continue
+        if HEALTH_FIGURES[figure].selects(r) and r.metrics is not None:
+            r = r.model_copy(update={"metrics": r.metrics.model_copy(update={"tflops": r.metrics.tflops * (1 - by)})})
+        results.append(r)
+    return run.model_copy(update={"results": tuple(results), "started_at": run.started_at + timedelta(hours=hour),
+                                  "run_id": uuid.uuid5(run.run_id, f"{figure}-{hour}")})  # fmt: skip
+
+
+def test_a_gpu_doing_5_percent_less_work_at_full_clock_is_caught_on_its_first_check_and_one_at_the_limit_is_not() -> (
+    None
+):
+    # A real healthy first check of an H200 new to the bundle when it ran (full-clock/call5), with one figure 5 % lower
+    # in the check and in check's re-measurement of it, judged as check judges it without a collector.
+    runs = [c.run for c in committed() if c.path.startswith("full-clock/call5-") and c.run.suite == "health"
+            and not any("busy" in x.flags for x in c.run.results)]  # fmt: skip
+    first = min(runs, key=lambda r: r.started_at)
+    index = BaselineIndex((b, "bundled") for b in bundled())
+    (healthy,) = judge_locally([first], index)
+    assert healthy.level is Level.ok
+    (slow,) = judge_locally([_slower(first, "matmul_fp32_4096", 0.05, 2, "matmul"),
+                             _slower(first, "matmul_fp32_4096", 0.05, 1)], index)  # fmt: skip
+    assert slow.level is Level.slow and len(slow.reasons) == 1 and slow.reasons[0].startswith("FP32 matmul n=4096 ")
+    fp32 = next(f for f in slow.figures if f.figure == "matmul_fp32_4096")
+    assert fp32.baseline_threshold == pytest.approx(0.03) and fp32.failing == 2
+    # bf16 at 8192^3, at the power limit: healthy H200s differ by 0.9 %, so 5 % alone is inside its threshold
+    (limit,) = judge_locally([_slower(first, "matmul_bf16", 0.05, 2, "matmul"),
+                              _slower(first, "matmul_bf16", 0.05, 1)], index)  # fmt: skip
+    bf16 = next(f for f in limit.figures if f.figure == "matmul_bf16")
+    assert limit.level is Level.ok and bf16.baseline_threshold is not None and bf16.baseline_threshold > 0.05
