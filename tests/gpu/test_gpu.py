@@ -164,7 +164,9 @@ def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) ->
     (verdict,) = body["verdicts"]
     assert done.returncode == 0 and body["level"] == "ok", done.stdout + done.stderr
     figures = {f["figure"]: f for f in verdict["figures"]}
-    assert set(figures) == {"matmul_bf16", "memory", "h2d", "bert_fwdbwd"}
+    from schemas.health_figures import HEALTH_FIGURES
+
+    assert set(figures) == set(HEALTH_FIGURES)  # fp32 at 4096^3 among them, at full clock
     assert all(f["floor"] and f["value"] > f["floor"] for f in figures.values())
 
 
