@@ -69,7 +69,7 @@ HEALTH_FIGURES: dict[str, HealthFigure] = {
     f.key: f
     for f in (
         # The best product of any size: on the H200 the health profile's 8192^3, held at the 700 W limit, where
-        # healthy GPUs differ by how much work a watt buys them (0.90 % between 12 of them, docs/baselines.md).
+        # healthy GPUs differ by how much work a watt buys them (0.91 % between 13 of them, docs/baselines.md).
         HealthFigure("matmul_bf16", "BF16 matmul", "TFLOPS", "higher", "matmul", {"dtype": "bf16"}, "tflops",
                      ("bf16", 0.35), "matmul"),
         # A product that runs at full clock, under the power limit (4096^3 in fp32 on the H200: a median SM clock of
