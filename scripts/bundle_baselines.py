@@ -115,10 +115,11 @@ def health_products_only(run: RunSubmission) -> RunSubmission:
         return run
     grid = HEALTH.grids["matmul"]
     assert isinstance(grid, MatmulGrid)
-    kept = {*((d, n) for d in grid.dtypes for n in grid.sizes), *grid.also}
-    products = [r for r in run.results if r.benchmark == "matmul" and isinstance(r.params, MatmulParams)]
-    foreign = [r for r in products if (r.params.dtype, r.params.n) not in kept]  # type: ignore[union-attr]
-    results = tuple(r for r in run.results if r not in foreign)
+    kept = set(grid.products())
+    results = tuple(
+        r for r in run.results
+        if r.benchmark != "matmul" or not isinstance(r.params, MatmulParams) or (r.params.dtype, r.params.n) in kept
+    )  # fmt: skip
     return run if len(results) == len(run.results) else run.model_copy(update={"results": results})
 
 

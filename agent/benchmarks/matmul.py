@@ -37,6 +37,11 @@ class MatmulGrid:
     each_call: bool = False
     also: tuple[tuple[str, int], ...] = ()
 
+    def products(self) -> list[tuple[str, int]]:
+        """The (dtype, n) products it measures, in order: the grid's, then those of ``also`` not in it."""
+        grid = [(dtype, n) for dtype in self.dtypes for n in self.sizes]
+        return [*grid, *(c for c in self.also if c not in grid)]
+
 
 @contextmanager
 def float32_precision(dtype: str) -> Iterator[None]:
@@ -116,10 +121,9 @@ class MatmulBenchmark(Benchmark[MatmulGrid]):
     Grid = MatmulGrid
 
     def cases(self, target: Target) -> list[Case]:
-        grid = [(dtype, n) for dtype in self.grid.dtypes for n in self.grid.sizes]
         return [
             Case(label=f"{dtype} n={n}", params=MatmulParams(m=n, n=n, k=n, dtype=dtype))  # type: ignore[arg-type]
-            for dtype, n in (*grid, *(c for c in self.grid.also if c not in grid))
+            for dtype, n in self.grid.products()
         ]
 
     def run(self, case: Case, ctx: Context) -> Outcome:
