@@ -19,6 +19,7 @@ from typing import Any
 from ..devices.target import Target
 from ..harness.cases import CaseContext, Measured, measure_case, select
 from ..harness.plugins import load_plugins
+from ..imports import import_frozen
 from ..timing import TimingPolicy
 
 log = logging.getLogger(__name__)
@@ -60,17 +61,10 @@ def refuse_unused_imports(names: Sequence[str] = UNUSED) -> None:
 
 def warm(modules: list[str]) -> None:
     """Import torch and what the run's cases will import, before the device is known: this runs while the agent
-    still probes the machine and plans, so its cost is hidden rather than paid in a case. (Creating the CUDA context
-    in a thread meanwhile gained nothing on the H200: benchmarks/health_startup.py.)"""
-    import importlib
-
-    import torch  # noqa: F401
-
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:  # the case that needs it will say so itself
-            continue
+    still probes the machine and plans, so its cost is hidden rather than paid in a case, and frozen out of the
+    cycle collector's reach (``agent.imports``). (Creating the CUDA context in a thread meanwhile gained nothing on
+    the H200: benchmarks/health_startup.py.)"""
+    import_frozen(["torch", *modules])
 
 
 def rehearse(inbox: Connection, target: Target, policy: TimingPolicy, work: list[tuple[int, Any, Any]],

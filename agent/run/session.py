@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -19,6 +20,7 @@ from ..devices import device
 from ..devices.target import Target, find_targets
 from ..harness.cases import failed_result
 from ..harness.suites import suite
+from ..imports import import_frozen
 from ..launchers import launchers_for
 from ..machine import occupancy
 from ..machine.counters import XidWatch
@@ -48,6 +50,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
         launchers.device.prepare(
             tuple(m for b in device_benchmarks for m in b.WARM), overlap=device(config.device).is_gpu
         )
+    import_frozen(["torch"])  # its first import in this process: the collector off meanwhile (agent/imports.py)
     import torch
 
     targets = targets_for(config)
@@ -67,6 +70,11 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
         busy = _busy(config, nvml, handles)
         measured = [t for t in targets if t.index not in busy or config.when_busy == "measure"]
         before = {index: nvml.counters(handle) for index, handle in handles.items()} if nvml else {}
+        # Read beside the cases, not after them: cuDNN's and NCCL's versions load their libraries into this process,
+        # which would otherwise be the run's last wait.
+        software_now = ThreadPoolExecutor(max_workers=1, thread_name_prefix="software")
+        software_read = software_now.submit(probe.software, nvml)
+        software_now.shutdown(wait=False)
         with Monitor(nvml, handles) as monitor, _xids(nvml, handles) as xids:
             span = Span(kind=config.device, targets=tuple(measured), nodes=config.nodes)  # type: ignore[arg-type]
             results = run_cases(benchmarks, measured, gpus, chosen.policy, monitor, span=span, deadline=deadline,
@@ -85,7 +93,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
             for gpu in gpus
         ]  # fmt: skip
         samples = monitor.samples(MAX_SAMPLES)
-        software = probe.software(nvml)
+        software = software_read.result()
     finished, finished_mono = datetime.now(timezone.utc), time.monotonic()
     timeline = Timeline(run_started_s=max(started_mono - origin, 0.0), run_finished_s=max(finished_mono - origin, 0.0),
                         processes=tuple(launchers.device.processes(origin)))  # fmt: skip
