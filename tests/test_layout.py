@@ -18,7 +18,7 @@ MAX_LINES = 400
 #: The agent's layers, lowest first (docs/architecture.md, "agent/"): a module imports only from its own layer's
 #: package or from layers below it. Layer 0 is the package's own top-level modules, which any module may import.
 AGENT_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("agent", "agent.errors", "agent.compat", "agent.stop"),
+    ("agent", "agent.errors", "agent.compat", "agent.stop", "agent.imports"),
     ("agent.machine",),
     ("agent.timing",),
     ("agent.devices",),
