@@ -21,7 +21,7 @@ import httpx
 import pytest
 import tomllib
 
-from tests.conftest import ROOT
+from tests.conftest import KERNEL_CACHES, ROOT
 
 DOCKER = ROOT / "deploy" / "docker"
 FILES = sorted(DOCKER.glob("*.Dockerfile"))
@@ -79,6 +79,14 @@ def test_the_agent_images_command_is_a_real_command() -> None:
     (cmd,) = [_exec_form(a) for op, a in _instructions(DOCKER / "agent.Dockerfile") if op == "CMD"]
     done = subprocess.run([sys.executable, "-m", "agent", *cmd, "--help"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_agent_images_compiled_kernels_go_to_a_volume() -> None:
+    steps = _instructions(DOCKER / "agent.Dockerfile")
+    env = dict(pair.split("=", 1) for op, args in steps if op == "ENV" for pair in shlex.split(args))
+    volumes = [v for op, args in steps if op == "VOLUME" for v in _exec_form(args)]
+    for name in KERNEL_CACHES:
+        assert any(env[name].startswith(volume + "/") for volume in volumes), (name, env.get(name), volumes)
 
 
 def test_the_collector_runs_as_the_image_runs_it_and_answers_its_healthcheck(tmp_path: Path) -> None:

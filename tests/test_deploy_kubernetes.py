@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.agent.test_check import fleet_with_this_machine
-from tests.conftest import ROOT
+from tests.conftest import KERNEL_CACHES, ROOT
 from tests.servers import serve_collector
 
 MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
@@ -67,6 +67,17 @@ def test_each_hour_checks_a_pool_one_pod_per_node_and_spreads_the_posts() -> Non
     (config,) = [d for _, d in _documents() if d["kind"] == "ConfigMap" and "agent.toml" in d.get("data", {})]
     settings = tomllib.loads(config["data"]["agent.toml"])
     assert set(settings) <= set(KEYS) and 0 < settings["jitter"] < job["activeDeadlineSeconds"]
+
+
+def test_the_kernels_compiled_on_a_node_outlive_each_hours_container() -> None:
+    docs = {doc["kind"]: doc for _, doc in _documents()}
+    pod = docs["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    on_node = {v["name"] for v in pod["volumes"] if "hostPath" in v}
+    mounts = [m["mountPath"] for m in container["volumeMounts"] if m["name"] in on_node]
+    for name in KERNEL_CACHES:
+        assert any(env[name].startswith(mount + "/") for mount in mounts), (name, env.get(name), mounts)
 
 
 def _npd_rule() -> list[str]:
