@@ -15,8 +15,8 @@ from tests.servers import Collector, serve_collector
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Where the libraries the agent runs keep the kernels they compile on a fresh machine (the driver's from PTX, Triton's):
-#: each deploy recipe that starts a new container per run keeps them on a volume (docs/agent.md).
+#: Where the libraries the agent runs keep the kernels they compile on a fresh machine (the driver's from PTX,
+#: Triton's): each deploy recipe that starts a new container per run keeps them on a volume (docs/agent.md).
 KERNEL_CACHES = ("CUDA_CACHE_PATH", "TRITON_CACHE_DIR")
 #: How long a test's HTTP client waits for an answer when it does not say (httpx's own default is 5 s). The tests check
 #: what the collector answers, not how fast: on a loaded 2-core CI machine a page read behind a busy writer took over
