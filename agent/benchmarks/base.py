@@ -86,13 +86,6 @@ class BenchmarkBase(ABC, Generic[G]):
         """What ``case``'s first call builds, built ahead without running on the device (``Context.rehearse``), by a
         measuring process waiting while another measures: nothing by default."""
 
-    def compiling_cases(self, cases: list[Case]) -> list[Case]:
-        """Of ``cases``, the few whose rehearsals make the driver compile every kernel the others load, into its disk
-        cache of kernels compiled from PTX (``CUDA_CACHE_PATH``), which every process of the machine reads, running
-        or not (benchmarks/jit_cache_live.py): what a helper rehearses ahead on a machine whose cache is empty
-        (``launchers/process.py``). None by default."""
-        return []
-
     def warm_for(self, case: Case) -> tuple[str, ...]:
         """The modules ``case`` imports (``WARM`` for every case unless a family says otherwise): a case that needs
         none can run in a measuring process that has not imported model code."""

@@ -130,20 +130,6 @@ class LayerBenchmark(Benchmark[LayerGrid]):
             self._hollow = (key, layer.train())
         return self._hollow[1]
 
-    def compiling_cases(self, cases: list[Case]) -> list[Case]:
-        """For each dtype its first fwd+bwd cell (else its first cell): its rehearsal builds the forward's attention
-        and the backward's, cuDNN's generated kernels, which the driver compiles from PTX once per dtype and direction
-        whatever the shape (0.8-1.6 s each on a fresh H200, 0.13-0.38 s from its cache: docs/results/h200.md,
-        2026-12-04)."""
-        chosen: dict[str, Case] = {}
-        for case in cases:
-            params = case.params
-            assert isinstance(params, LayerParams)
-            first = chosen.get(params.dtype)
-            if first is None or (params.mode == "fwd+bwd" and getattr(first.params, "mode", None) != "fwd+bwd"):
-                chosen[params.dtype] = case
-        return list(chosen.values())
-
     def rehearse(self, case: Case, ctx: Context) -> None:
         """The cell's first call captured and dropped, on a hollow block and input: the host builds what the new
         shape needs (cuDNN's attention graphs, 70-100 ms of the host's time a cell on the H200, against 2.5-4 ms

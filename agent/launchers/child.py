@@ -87,43 +87,13 @@ def rehearse(inbox: Connection, target: Target, policy: TimingPolicy, work: list
     return ctx
 
 
-#: A rehearsal this quick found its kernels in the driver's cache already (a machine that has run the suite before):
-#: the compiling helper stops there. On the H200 a layer family's first fwd+bwd cell took 0.8-1.6 s on an empty cache
-#: and 0.13-0.38 s from a filled one (docs/results/h200.md, 2026-12-04).
-CACHED_S = 0.5
-
-
-def compile_ahead(inbox: Connection, target: Target, policy: TimingPolicy, work: list[tuple[int, Any, Any]]) -> None:
-    """The compiling helper's whole life: rehearse ``work`` (``rehearse``'s captures) only for what they leave in the
-    driver's disk cache of compiled kernels, which the measuring processes then read instead of compiling (their
-    graphs and plans stay their own: torch keeps cuDNN's per thread). It ends at the parent's first message, at a
-    rehearsal that found its kernels cached (``CACHED_S``: the cache is warm, the rest will be too) or at the end."""
-    select(target)
-    ctx = CaseContext(target, policy)
-    for _, bench, case in work:
-        if inbox.poll(0):
-            return
-        began = time.perf_counter()
-        try:
-            bench.rehearse(case, ctx)
-        except Exception:  # only a head start lost: the case itself will say what is wrong, if anything is
-            log.warning("compiling ahead for %s %s failed", bench.NAME, case.label, exc_info=True)
-            return
-        if time.perf_counter() - began < CACHED_S:
-            return
-
-
 def serve(inbox: Connection, outbox: Connection, imported: float | None = None) -> None:
     """Set up on the device the first message names, say so (with when the imports ended and when the device was
     ready, on the system's monotonic clock, which the parent shares), then measure each case sent. A ``rehearse``
-    message before that: prepare the cases named while waiting; a ``compile`` message instead: this process is the
-    compiling helper (``compile_ahead``), and measures nothing."""
+    message before that: prepare the cases named while waiting."""
     benches: dict[int, Any] = {}
     ctx: CaseContext | None = None
     message = inbox.recv()
-    if message[0] == "compile":
-        compile_ahead(inbox, *message[1:])
-        return
     if message[0] == "rehearse":
         _, target, policy, work = message
         ctx = rehearse(inbox, target, policy, work, benches)

@@ -3,7 +3,6 @@ the agent works, fed over two pipes, watched for hangs and deaths, stopped with 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -69,17 +68,6 @@ class Child:
         self._send(("rehearse", target, policy, work))
         self._sent.update(key for key, _, _ in work)
         self.rehearsing = True
-
-    def compile(self, target: Target, policy: TimingPolicy, jobs: list[Job]) -> None:
-        """Make it the compiling helper: it rehearses ``jobs`` for the driver's cache of compiled kernels, then exits
-        (``child.compile_ahead``); it never measures."""
-        self._send(("compile", target, policy, [(id(job.bench), job.bench, job.case) for job in jobs]))
-        self.rehearsing = True
-
-    def release(self) -> None:
-        """Tell it to finish without waiting for it (it does between two rehearsals); ``close`` reaps it later."""
-        with contextlib.suppress(OSError, ValueError):  # gone already, or closed: nothing to tell
-            self._inbox.send(("stop",))
 
     def setup(self, target: Target, policy: TimingPolicy) -> None:
         """Give it its device and wait until it is ready to measure (ChildGone if it does not get there)."""

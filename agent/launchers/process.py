@@ -50,7 +50,6 @@ class ProcessLauncher:
         self._lock = threading.Lock()
         self._warm: tuple[str, ...] = ()
         self._children: list[Child] = []
-        self._compiler: Child | None = None
 
     def prepare(self, warm: tuple[str, ...], count: int = 1, overlap: bool = True) -> None:
         """Start ``count`` children now, importing ``warm`` (the modules the run's benchmarks declare).
@@ -61,17 +60,12 @@ class ProcessLauncher:
         H200) then overlap the first cases instead of delaying them, and, on a GPU, the second prepares the first
         calls of its cases meanwhile (``_rehearse_ahead``). Not without ``overlap``: measuring a CPU, the importing
         process took the cores the measuring one needed (on 2 cores a memory copy's window read 150x its value,
-        flagged ``starved``, 2026-12-03), so there the one child imports everything before it measures.
-
-        With them a third starts too, the compiling helper (``_compile_ahead``), which never measures."""
+        flagged ``starved``, 2026-12-03), so there the one child imports everything before it measures."""
         self._warm = tuple(dict.fromkeys(warm))
-        overlapping = bool(self._warm) and count == 1 and not self.parallel and overlap
-        if overlapping:
+        if self._warm and count == 1 and not self.parallel and overlap:
             self._spares.append(self._spawn(()))
         for _ in range(count):
             self._spares.append(self._spawn())
-        if overlapping:
-            self._compiler = self._spawn()
 
     def _spawn(self, warm: tuple[str, ...] | None = None) -> Child:
         with self._lock:
@@ -123,39 +117,6 @@ class ProcessLauncher:
         except ChildGone:
             return  # the swap finds out why
 
-    def _compile_ahead(self, jobs: list[Job]) -> None:
-        """Once the compiling helper has imported, it gets the cases whose rehearsals fill the driver's disk cache of
-        compiled kernels (each benchmark's ``compiling_cases``), the last benchmark's first: the model child prepares
-        the first benchmark's own first cells meanwhile, and reaches the last one latest. On a fresh H200 a layer
-        family's first cell of each dtype and direction cost 0.8-1.6 s of the model child's critical path, compiling
-        cuDNN's generated kernels; a process already running reads what another compiled (benchmarks/
-        jit_cache_live.py: 0.19 s against 1.22). The helper prepares while the first child measures, as the model
-        child does, and is told to stop when the model child starts measuring (a process preparing beside BERT's cells
-        moved them: "the relay", docs/methodology.md)."""
-        compiler = self._compiler
-        if compiler is None or compiler.rehearsing or not jobs[0].target.is_gpu or not compiler.has_imported():
-            return
-        by_bench: dict[int, list[Job]] = {}
-        for job in jobs:
-            by_bench.setdefault(id(job.bench), []).append(job)
-        chosen: list[Job] = []
-        for mine in reversed(by_bench.values()):
-            picked = {id(case) for case in mine[0].bench.compiling_cases([job.case for job in mine])}
-            chosen += [job for job in mine if id(job.case) in picked]
-        try:
-            if chosen:
-                compiler.compile(chosen[0].target, self.policy, chosen)
-            else:
-                compiler.release()
-                self._compiler = None
-        except ChildGone:
-            self._compiler = None
-
-    def _stop_compiling(self) -> None:
-        if self._compiler is not None:
-            self._compiler.release()
-            self._compiler = None
-
     def _child_for(self, target: Target, another_device_next: bool, needs: tuple[str, ...] = ()) -> Child:
         """A started child set up for ``target`` (one that has imported ``needs`` where a spare has); a spare is
         started now for the device measured next."""
@@ -173,11 +134,8 @@ class ProcessLauncher:
         return child
 
     def close(self) -> None:
-        self._stop_compiling()
-        with self._lock:
-            left = [c for c in self._children if c.times["stopped"] is None]  # spares, and the compiling helper
-        for child in left:
-            child.dismiss()
+        for spare in self._spares:
+            spare.dismiss()
         self._spares = []
         self._folder.cleanup()
 
@@ -249,14 +207,11 @@ class ProcessLauncher:
                     if child is not None and swap:
                         child.close()  # its cases are done; the spare that imported the model code goes on
                         child = None
-                        self._stop_compiling()  # the model child measures from now on: nothing prepares beside it
                     if child is None:
                         # A spare for the next device, once this one has taken the last started child.
                         child = self._child_for(job.target, another_device_next and (first or swap), needs)
                         first = False
                     self._rehearse_ahead(child, jobs[n:], needed[n:], rests[n])
-                    if self._compiler is not None and not self._covers(child, rests[n]):
-                        self._compile_ahead(jobs[n:])
                     measured, replace = child.measure(job, self.case_timeout_s)
                     result = finish(job, measured, started)
                     if replace:

@@ -52,21 +52,6 @@ def test_a_product_beside_the_grid_is_measured_once_after_it() -> None:
     assert all(r.status == "ok" for r in results)
 
 
-def test_a_layer_family_compiles_its_kernels_in_one_fwd_bwd_cell_per_dtype() -> None:
-    """What the compiling helper rehearses (launchers/process.py): for each dtype the first cell whose call runs both
-    directions, or the first cell where the grid has no fwd+bwd; the matmul family compiles nothing it could share."""
-    from agent.harness.suites import STANDARD
-
-    cpu = cpu_target()
-    t5 = REGISTRY["layer_t5_encoder"](STANDARD.grids["layer_t5_encoder"])
-    chosen = t5.compiling_cases(t5.cases(cpu))
-    assert [c.label for c in chosen] == ["fp16 fwd+bwd b=2 s=512", "bf16 fwd+bwd b=2 s=512"]
-    forward_only = BertLayerBenchmark(LayerGrid(model="bert-tiny", seq_lens=(32, 64), batches=(2, 4), modes=("fwd",)))
-    assert [c.label for c in forward_only.compiling_cases(forward_only.cases(cpu))] == ["fp16 fwd b=2 s=32"]
-    matmul = MatmulBenchmark(MatmulGrid(sizes=(128,), dtypes=("fp32",)))
-    assert matmul.compiling_cases(matmul.cases(cpu)) == []
-
-
 def test_fp8_is_unsupported_without_a_hopper_class_gpu() -> None:
     (result,) = run(Fp8MatmulBenchmark(MatmulGrid(sizes=(64,), dtypes=("fp8_e4m3",))))
     assert result.status == "unsupported"

@@ -191,8 +191,8 @@ def test_the_first_child_keeps_every_case_that_needs_no_model_code_and_the_other
                BandwidthBenchmark(BandwidthGrid(scale=(1 << 16,))), BertLayerBenchmark(layer)]  # fmt: skip
     launchers.device.prepare(tuple(m for b in benches for m in b.WARM))
     waited = time.monotonic() + 600
-    while not all(p.imported_s is not None for p in launchers.device.processes(0.0) if p.modules):
-        assert time.monotonic() < waited, "the model-importing children never finished importing"
+    while not any(p.modules and p.imported_s is not None for p in launchers.device.processes(0.0)):
+        assert time.monotonic() < waited, "the model-importing child never finished importing"
         time.sleep(0.05)
     ends: dict[str, float] = {}
 
@@ -202,12 +202,10 @@ def test_the_first_child_keeps_every_case_that_needs_no_model_code_and_the_other
 
     results = run_cases(benches, [cpu_target()], [], policy, Monitor(None, {}), launchers=launchers, on_event=ended)
     assert [r.status for r in results] == ["ok"] * 3, [r.reason for r in results]
-    first, model, helper = sorted(launchers.device.processes(0.0), key=lambda p: bool(p.modules))
+    first, model = sorted(launchers.device.processes(0.0), key=lambda p: bool(p.modules))
     assert model.imported_s is not None and model.imported_s < ends["matmul"]
     assert first.stopped_s is not None and model.ready_s is not None
     assert ends["bandwidth"] <= first.stopped_s <= model.ready_s <= ends["layer_bert"]
-    # The compiling helper (nothing to compile on a CPU) measured nothing and was let go with the others.
-    assert helper.ready_s is None and helper.stopped_s is not None
 
 
 def test_a_spare_rehearses_the_cases_it_is_sent_then_measures_them_as_its_own(tmp_path: Path) -> None:
