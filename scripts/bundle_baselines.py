@@ -12,7 +12,8 @@ these files, whole runs named with their reason: a GPU without a UUID (the lent 
 by host, every such run would be one GPU again), a run with a window flagged ``starved`` (a loaded host slows figures
 the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged), and a run
 measured with the relay, named by run id in ``WITH_THE_RELAY`` (relay/relay*.json: BERT's cells read up to 6.5 %
-slow, unflagged; the relay was removed). Check figures kept without their run files (health-*.json) carry no UUID and
+slow, unflagged; the relay was removed), and the two measured beside the compiling helper, likewise removed
+(``WITH_THE_COMPILING_HELPER``). Check figures kept without their run files (health-*.json) carry no UUID and
 are not used.
 
     .venv/bin/python scripts/bundle_baselines.py            # rewrites schemas/data/h200.baseline.json
@@ -54,6 +55,9 @@ POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
 #: The runs measured with the relay (relay/relay1.json, relay2.json), named: nothing in a run says so (a child that
 #: replaced one after a sticky error also makes three processes for one GPU), and the relay is gone from the agent.
 WITH_THE_RELAY = frozenset({"e387d6bb-b502-4e8e-892b-464de30d543f", "2a886931-62fc-4305-8461-f8360813af56"})
+#: The runs measured with the compiling helper (compile-helper/hc1.json, hw1.json): a third process prepared beside
+#: the first child's cells, and the helper is gone from the agent (docs/results/h200.md, 2026-12-04).
+WITH_THE_COMPILING_HELPER = frozenset({"693f6d20-afa1-443b-9dda-56e32063edca", "26e7de43-9dbf-4335-944c-3570cbc61064"})
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ def left_out(run: RunSubmission) -> str | None:
         return "measured on a loaded host (a window flagged starved)"
     if str(run.run_id) in WITH_THE_RELAY:
         return "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
+    if str(run.run_id) in WITH_THE_COMPILING_HELPER:
+        return "measured with the compiling helper (a third process preparing beside the first child, removed)"
     return None
 
 
