@@ -11,10 +11,9 @@ thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong 
 these files, whole runs named with their reason: a GPU without a UUID (the lent machines are all called ``vm``: keyed
 by host, every such run would be one GPU again), a run with a window flagged ``starved`` (a loaded host slows figures
 the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged), and a run
-measured with the relay, named by run id in ``WITH_THE_RELAY`` (relay/relay*.json: BERT's cells read up to 6.5 %
-slow, unflagged; the relay was removed), and the two measured beside the compiling helper, likewise removed
-(``WITH_THE_COMPILING_HELPER``). Check figures kept without their run files (health-*.json) carry no UUID and
-are not used.
+measured with the relay or beside the compiling helper, named by run id in ``NAMED_OUT`` (relay/relay*.json: BERT's
+cells read up to 6.5 % slow, unflagged; both were removed from the agent). Check figures kept without their run
+files (health-*.json) carry no UUID and are not used.
 
     .venv/bin/python scripts/bundle_baselines.py            # rewrites schemas/data/h200.baseline.json
     .venv/bin/python scripts/bundle_baselines.py --check    # exit 1 if the file is not what the data gives
@@ -52,12 +51,18 @@ SUITES = ("standard", "health")
 #: 30-45 % low and up to 35 % high (docs/results/h200.md, "Cold starts, every figure per watt"), so their figures
 #: count and their power does not.
 POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
-#: The runs measured with the relay (relay/relay1.json, relay2.json), named: nothing in a run says so (a child that
-#: replaced one after a sticky error also makes three processes for one GPU), and the relay is gone from the agent.
-WITH_THE_RELAY = frozenset({"e387d6bb-b502-4e8e-892b-464de30d543f", "2a886931-62fc-4305-8461-f8360813af56"})
-#: The runs measured with the compiling helper (compile-helper/hc1.json, hw1.json): a third process prepared beside
-#: the first child's cells, and the helper is gone from the agent (docs/results/h200.md, 2026-12-04).
-WITH_THE_COMPILING_HELPER = frozenset({"693f6d20-afa1-443b-9dda-56e32063edca", "26e7de43-9dbf-4335-944c-3570cbc61064"})
+_RELAY = "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
+_HELPER = "measured with the compiling helper (a third process preparing beside the first child, removed)"
+#: Runs measured beside a third process the agent no longer has, named by run id with why: nothing in a run says so (a
+#: child that replaced one after a sticky error also makes three processes for one GPU). The relay's
+#: (relay/relay1.json, relay2.json) and the compiling helper's (compile-helper/hc1.json, hw1.json; docs/results/h200.md,
+#: 2026-12-04).
+NAMED_OUT = {
+    "e387d6bb-b502-4e8e-892b-464de30d543f": _RELAY,
+    "2a886931-62fc-4305-8461-f8360813af56": _RELAY,
+    "693f6d20-afa1-443b-9dda-56e32063edca": _HELPER,
+    "26e7de43-9dbf-4335-944c-3570cbc61064": _HELPER,
+}
 
 
 @dataclass(frozen=True)
@@ -94,11 +99,7 @@ def left_out(run: RunSubmission) -> str | None:
         return "a GPU without a UUID cannot be counted once"
     if any("starved" in r.flags for r in run.results):
         return "measured on a loaded host (a window flagged starved)"
-    if str(run.run_id) in WITH_THE_RELAY:
-        return "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
-    if str(run.run_id) in WITH_THE_COMPILING_HELPER:
-        return "measured with the compiling helper (a third process preparing beside the first child, removed)"
-    return None
+    return NAMED_OUT.get(str(run.run_id))
 
 
 def without_power(run: RunSubmission) -> RunSubmission:
