@@ -4,11 +4,16 @@ and report generation over a large database. Prints figures; run on demand:
     .venv/bin/python benchmarks/collector_ingest.py                  # 16 clients, 400 runs of 300 results
     .venv/bin/python benchmarks/collector_ingest.py --clients 16 --runs 400 --results 300 --report-runs 10000 \
         --rounds 3
+    .venv/bin/python benchmarks/collector_ingest.py --prefill 300000 --dir /tmp/fleet --report-runs 0 --against ../old
 
 Runs are built from a real H200 run (docs/results/h200/standard1.json): its results, repeated to --results per
 run, and its NVML samples; each posted run gets a fresh run_id and is gzip-compressed as the agent sends it. The
 load comes from threads using the standard library's http.client: a light load generator (as wrk would be), so
 that on a small machine the clients' own CPU time is not charged to the collector.
+
+``--prefill N``: each HTTP round posts into a copy of a fleet database already holding N runs (10,000 GPUs' health
+runs, generated as benchmarks/collector_million.py does; kept in ``--dir`` for the next invocation), so a cost that
+grows with the runs kept shows. The raw DuckDB bulk insert stays a fresh file.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import gzip
 import http.client
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -31,6 +37,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.collector_million import build  # noqa: E402
 from benchmarks.fleet_data import fleet_database, make_bodies  # noqa: E402
 from benchmarks.serving import CollectorProcess  # noqa: E402
 from collector.read.report import build_report  # noqa: E402
@@ -67,8 +74,18 @@ def _processes(pid: int) -> list[int]:
     return [pid, *map(int, children)]
 
 
-def http_ingest(db: Path, bodies: list[bytes], clients: int, root: Path | None = None) -> dict[str, float]:
+def _stored_bytes(db: Path) -> int:
+    """The database file and its log, in bytes."""
+    return sum(f.stat().st_size for f in db.parent.glob(db.name + "*") if f.suffix in (".duckdb", ".wal"))
+
+
+def http_ingest(
+    db: Path, bodies: list[bytes], clients: int, root: Path | None = None, prefilled: Path | None = None
+) -> dict[str, float]:
+    if prefilled is not None:
+        shutil.copy(prefilled, db)
     token = TokenStore(db).create("bench")
+    stored_before = _stored_bytes(db)
     server = CollectorProcess(db, root=root)
     compressed = [gzip.compress(b, 6) for b in bodies]
     pids = _processes(server.proc.pid)
@@ -105,7 +122,7 @@ def http_ingest(db: Path, bodies: list[bytes], clients: int, root: Path | None =
     own = _cpu_s(os.getpid()) - own_before
     busy_after, total_after = _machine_busy()
     server.stop()
-    stored = sum(f.stat().st_size for f in db.parent.glob(db.name + "*") if f.suffix in (".duckdb", ".wal"))
+    stored = _stored_bytes(db) - stored_before
     if failures:
         raise SystemExit(f"{len(failures)} posts failed: {sorted(set(failures))}")
     q = statistics.quantiles(latencies, n=100)
@@ -158,8 +175,18 @@ def main() -> None:
     parser.add_argument("--report-runs", type=int, default=10_000, help="0 skips the report timing")
     parser.add_argument("--rounds", type=int, default=3, help="HTTP ingest rounds, each on a fresh collector")
     parser.add_argument("--against", type=Path, help="another checkout: its collector takes every other round")
+    parser.add_argument("--prefill", type=int, default=0, help="runs in the database before each HTTP round")
+    parser.add_argument("--dir", type=Path, help="keep the prefilled database here, and use one found there")
     args = parser.parse_args()
     bodies = make_bodies(args.runs, args.results)
+    prefilled = None
+    if args.prefill:
+        prefilled = (args.dir or Path(tempfile.mkdtemp())) / f"fleet-{args.prefill}.duckdb"
+        if not prefilled.exists():
+            prefilled.parent.mkdir(parents=True, exist_ok=True)
+            began = time.perf_counter()
+            build(prefilled, args.prefill, gpus=min(args.prefill, 10_000), chunk=100_000, refresh_runs=50_000)
+            print(f"(a fleet database of {args.prefill:,} runs built in {time.perf_counter() - began:.0f} s)")
     samples = len(json.loads(bodies[0])["gpu_samples"]["t_s"])
     rows = args.runs * args.results
     print(f"{args.runs} runs x {args.results} results (+{samples} GPU samples each), {args.clients} clients; "
@@ -170,7 +197,7 @@ def main() -> None:
         by_tree: dict[str, list[float]] = {}
         for i in range(args.rounds * len(trees)):
             root, name = trees[i % len(trees)]
-            http = http_ingest(Path(tmp) / f"http{i}.duckdb", bodies, args.clients, root)
+            http = http_ingest(Path(tmp) / f"http{i}.duckdb", bodies, args.clients, root, prefilled)
             walls.append(http["wall_s"]) if root is None else None
             by_tree.setdefault(name, []).append(args.runs / http["wall_s"])
             latency = f"p50 {http['p50_ms']:.0f} ms, p95 {http['p95_ms']:.0f} ms, p99 {http['p99_ms']:.0f} ms"

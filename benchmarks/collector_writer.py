@@ -3,16 +3,21 @@ run on demand:
 
     .venv/bin/python benchmarks/collector_writer.py                      # groups of 1, 2, 4, 8, 16; 1 and 2 threads
     .venv/bin/python benchmarks/collector_writer.py --groups 8 --threads 1 --runs 400
+    .venv/bin/python benchmarks/collector_writer.py --groups 8 --threads 1 --prefill 0 300000   # runs kept before
 
 Each line stores ``--runs`` runs of 300 results (built as in collector_ingest.py) in commits of G runs through the
 store's own group commit, with the figures computed every FIGURES_EVERY commits as under continuous load, on a
 fresh database file, and reports runs/s and the milliseconds per commit. A fit of
 those gives the fixed cost of a commit and the cost per run that set the HTTP ingest rate.
+
+``--prefill N``: the commits go into a copy of a fleet database already holding N runs (10,000 GPUs' health
+runs, generated as benchmarks/collector_million.py does), so a cost that grows with the runs kept shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -21,21 +26,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.collector_million import build  # noqa: E402
 from benchmarks.fleet_data import make_bodies  # noqa: E402
 from collector.store import Store  # noqa: E402
 from collector.store.refresher import FIGURES_EVERY  # noqa: E402
 
 
-def commits(bodies: list[bytes], group: int, threads: int) -> float:
-    """Seconds to store ``bodies`` in commits of ``group`` runs."""
-    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "writer.duckdb", threads=threads) as store:
-        began = time.perf_counter()
-        for commit, i in enumerate(range(0, len(bodies), group), 1):
-            store.add_group(bodies[i : i + group])
-            if commit % FIGURES_EVERY == 0:  # as the writer does under continuous load
-                store.refresh()
-        store.refresh()
-        return time.perf_counter() - began
+def commits(bodies: list[bytes], group: int, threads: int, prefilled: Path | None = None) -> float:
+    """Seconds to store ``bodies`` in commits of ``group`` runs (into a copy of ``prefilled``, if given)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "writer.duckdb"
+        if prefilled is not None:
+            shutil.copy(prefilled, db)
+        with Store(db, threads=threads) as store:
+            return _timed(store, bodies, group)
+
+
+def _timed(store: Store, bodies: list[bytes], group: int) -> float:
+    began = time.perf_counter()
+    for commit, i in enumerate(range(0, len(bodies), group), 1):
+        store.add_group(bodies[i : i + group])
+        if commit % FIGURES_EVERY == 0:  # as the writer does under continuous load
+            store.refresh()
+    store.refresh()
+    return time.perf_counter() - began
 
 
 def main() -> None:
@@ -43,14 +57,26 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--groups", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--prefill", type=int, nargs="+", default=[0], help="runs in the database before (each)")
+    parser.add_argument("--dir", type=Path, help="keep the prefilled databases here, and use those found there")
     args = parser.parse_args()
     bodies = make_bodies(args.runs, 300)
-    for threads in args.threads:
-        for group in args.groups:
-            wall = commits(bodies, group, threads)
-            per_commit = wall / (args.runs / group) * 1e3
-            print(f"DuckDB threads {threads}, {group:3} runs per commit: {args.runs / wall:7.1f} runs/s, "
-                  f"{per_commit:6.1f} ms per commit")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for prefill in args.prefill:
+            prefilled = None
+            if prefill:
+                prefilled = (args.dir or Path(tmp)) / f"fleet-{prefill}.duckdb"
+            if prefilled is not None and not prefilled.exists():
+                prefilled.parent.mkdir(parents=True, exist_ok=True)
+                began = time.perf_counter()
+                build(prefilled, prefill, gpus=min(prefill, 10_000), chunk=100_000, refresh_runs=50_000)
+                print(f"(a fleet database of {prefill:,} runs built in {time.perf_counter() - began:.0f} s)")
+            for threads in args.threads:
+                for group in args.groups:
+                    wall = commits(bodies, group, threads, prefilled)
+                    per_commit = wall / (args.runs / group) * 1e3
+                    print(f"{prefill:>9,} runs kept, DuckDB threads {threads}, {group:3} runs per commit: "
+                          f"{args.runs / wall:7.1f} runs/s, {per_commit:6.1f} ms per commit")  # fmt: skip
 
 
 if __name__ == "__main__":
