@@ -199,14 +199,16 @@ timer.measure(call, policy, graphable=False)
 print("ready", flush=True)
 sys.stdin.readline()
 stats = timer.measure(call, policy, graphable=False).stats
-print(json.dumps({"host_wait": stats.host_wait, "device_idle": stats.device_idle, "median_s": stats.median_s,
-                  "starved": starved(stats)}))
+print(json.dumps({"host_wait": stats.host_wait, "device_idle": stats.device_idle, "launch_share": stats.launch_share,
+                  "median_s": stats.median_s, "starved": starved(stats)}))
 """
 
 
-def test_a_window_the_host_starves_reads_an_idle_device_and_is_flagged() -> None:
-    """Beside as many busy processes as there are cores, at nice 19, the host falls behind a call of 200 small kernels:
-    the device idles between repeats and the window is starved; alone, it is not."""
+def test_a_call_the_host_starves_between_its_kernels_is_flagged_from_its_launching() -> None:
+    """Beside as many busy processes as there are cores, at nice 19, the host falls behind a call of 200 small kernels
+    and the call reads many times slower. The device idles inside each call, between its kernels, not between repeats
+    (``device_idle`` stays near 0: on the H200 0.0 at 20x slow, 2026-12-04), so what says so is the host's wait and
+    its launching's share of the device's time (``launch_share``); alone, neither, and the window is not starved."""
     import json
     import os
     import subprocess
@@ -224,9 +226,15 @@ def test_a_window_the_host_starves_reads_an_idle_device_and_is_flagged() -> None
         finally:
             for hog in hogs:
                 hog.kill()
+            for hog in hogs:
+                hog.wait()
         return dict(json.loads(out.splitlines()[-1]))
+
+    from agent.timing.starvation import HOST_WAIT_STARVED, LAUNCH_SHARE_STARVED
 
     quiet = window(0, 0)
     loaded = window(os.cpu_count() or 1, 19)
-    assert not quiet["starved"] and quiet["device_idle"] is not None and quiet["device_idle"] < 0.05, quiet
-    assert loaded["starved"] and loaded["host_wait"] > 0.1 and loaded["device_idle"] > 0.05, (quiet, loaded)
+    assert not quiet["starved"] and quiet["host_wait"] < HOST_WAIT_STARVED, quiet
+    assert loaded["median_s"] > 2 * quiet["median_s"], (quiet, loaded)  # the figure itself is wrong: it must say so
+    assert loaded["host_wait"] >= HOST_WAIT_STARVED and loaded["launch_share"] >= LAUNCH_SHARE_STARVED, (quiet, loaded)
+    assert loaded["starved"], (quiet, loaded)
