@@ -233,30 +233,42 @@ def select_sql(table: str) -> str:
     """SELECT of this table's rows of every run in ``parsed``."""
     t = TABLES[table]
     rows, typed = _row_spec(t)
-    # Only the columns a table needs travel through its query: the parsed document is large.
+    # Only the columns a table needs travel through its query: the parsed document is large. Each element's struct is
+    # unnested into its fields before they are read (a nested one then from its own small struct): DuckDB plans each
+    # read of a field from the whole element's struct anew every commit, and 60-odd of them from a 70-field struct
+    # took longer to plan than the INSERT took to run (a commit's statements at 8 runs: 48.1 against 56.1 ms,
+    # benchmarks/collector_commit_sql.py, 2026-12-04).
     if t.array:
-        source = (
+        clash = {"run_id", "commit_seq", "seq"} & set(rows)
+        if clash:  # unnest(x.e) would put the element's field beside the supplied column of the same name
+            raise ValueError(f"{table}: an element's field is named as a supplied column: {sorted(clash)}")
+        elements = (
             f"SELECT p.run_id, p.commit_seq, unnest(range(len(p.{t.array}))) AS seq, unnest(p.{t.array}) AS e "
             "FROM parsed p"
         )
+        source = f"SELECT x.run_id, x.commit_seq, x.seq, unnest(x.e) FROM ({elements}) x"
     elif t.columnar:
         arrays = ", ".join(f"unnest(p.{t.columnar}.{name}) AS {name}" for name in rows)
-        source = (
-            f"SELECT run_id, commit_seq, struct_pack({', '.join(rows)}) AS e "
-            f"FROM (SELECT p.run_id, p.commit_seq, {arrays} FROM parsed p)"
-        )
+        source = f"SELECT p.run_id, p.commit_seq, {arrays} FROM parsed p"
     else:
-        supplied = ", ".join(f"p.{c.name}" for c in t.columns if not c.path)
-        fields = ", ".join(f"p.{key}" for key in rows)
-        source = f"SELECT {supplied}, struct_pack({fields}) AS e FROM parsed p"
-    parsed = "".join(f", from_json(x.e.{root}, '{json.dumps(fields)}') AS _{root}" for root, fields in typed.items())
+        source = "SELECT * FROM parsed"
+    if typed:
+        roots = ", ".join(
+            f"from_json(y.{_quoted(root)}, '{json.dumps(fields)}') AS _{root}" for root, fields in typed.items()
+        )
+        source = f"SELECT y.*, {roots} FROM ({source}) y"
     select = []
     for c in t.columns:
         if not c.path:
-            expr = f"CAST(y.{c.name} AS {c.sql})"
+            expr = f"CAST(z.{c.name} AS {c.sql})"
         elif c.path[0] in typed and len(c.path) > 1:
-            expr = f"y._{c.path[0]}.{c.path[1]}"
+            expr = f"z._{c.path[0]}.{_quoted(c.path[1])}"
         else:
-            expr = "y.e." + ".".join(c.path)
+            expr = f"z.{_quoted(*c.path)}"
         select.append(f"{expr} AS {c.name}")
-    return f"SELECT {', '.join(select)} FROM (SELECT x.*{parsed} FROM ({source}) x) y"
+    return f"SELECT {', '.join(select)} FROM ({source}) z"
+
+
+def _quoted(*parts: str) -> str:
+    """A field's path as quoted identifiers (a field may be named as an SQL keyword: ``index``)."""
+    return ".".join(f'"{part}"' for part in parts)
