@@ -53,15 +53,19 @@ SUITES = ("standard", "health")
 POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
 _RELAY = "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
 _HELPER = "measured with the compiling helper (a third process preparing beside the first child, removed)"
-#: Runs measured beside a third process the agent no longer has, named by run id with why: nothing in a run says so (a
-#: child that replaced one after a sticky error also makes three processes for one GPU). The relay's
-#: (relay/relay1.json, relay2.json) and the compiling helper's (compile-helper/hc1.json, hw1.json; docs/results/h200.md,
-#: 2026-12-04).
+_NO_CUDNN = "measured without cuDNN's attention (benchmarks/attention_without_cudnn.py): BERT's layers 1.7 % faster"
+#: Runs measured in a way the suite does not measure, named by run id with why: nothing in a run says so (a child that
+#: replaced one after a sticky error also makes three processes for one GPU). Beside a third process the agent no
+#: longer has: the relay's (relay/relay1.json, relay2.json) and the compiling helper's (compile-helper/hc1.json,
+#: hw1.json); with a plugin that turned cuDNN's attention off (no-cudnn-attention/f1.json, f2.json;
+#: docs/results/h200.md, 2026-12-04).
 NAMED_OUT = {
     "e387d6bb-b502-4e8e-892b-464de30d543f": _RELAY,
     "2a886931-62fc-4305-8461-f8360813af56": _RELAY,
     "693f6d20-afa1-443b-9dda-56e32063edca": _HELPER,
     "26e7de43-9dbf-4335-944c-3570cbc61064": _HELPER,
+    "37e720bf-587b-497f-9ec3-7d8beb6875f6": _NO_CUDNN,
+    "2e6d0290-f8ab-4151-a35e-22e248dd5005": _NO_CUDNN,
 }
 
 
