@@ -46,6 +46,7 @@ from benchmarks.serving import CollectorProcess  # noqa: E402
 from collector.read.report import build_report  # noqa: E402
 from collector.store import Store  # noqa: E402
 from collector.store.tables import TABLES, insert_sql, parse_sql  # noqa: E402
+from collector.web.settings import usable_cores  # noqa: E402
 from collector.web.tokens import TokenStore  # noqa: E402
 
 
@@ -59,13 +60,21 @@ def _cpu_s(pid: int) -> float:
 
 
 def _machine_busy() -> tuple[float, float]:
-    """Busy and total CPU time of the whole machine so far, from /proc/stat (Linux; zeros elsewhere)."""
+    """Busy and total CPU time so far of the cores this process may use (under taskset, not the whole host's), from
+    /proc/stat (Linux; zeros elsewhere)."""
     try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        lines = Path("/proc/stat").read_text().splitlines()
     except OSError:
         return 0.0, 0.0
-    idle = fields[3] + fields[4]  # idle, iowait
-    return float(sum(fields) - idle), float(sum(fields))
+    cores = {f"cpu{n}" for n in os.sched_getaffinity(0)} if hasattr(os, "sched_getaffinity") else None
+    busy = total = 0.0
+    for line in lines:
+        name, *values = line.split()
+        if name.startswith("cpu") and name != "cpu" and (cores is None or name in cores):
+            fields = [int(x) for x in values]
+            busy += sum(fields) - fields[3] - fields[4]  # less idle and iowait
+            total += sum(fields)
+    return busy, total
 
 
 def _processes(pid: int) -> list[int]:
@@ -124,6 +133,7 @@ def http_ingest(
     cpu = [_cpu_s(p) - before for p, before in zip(pids, cpu_before, strict=True)]
     own = _cpu_s(os.getpid()) - own_before
     busy_after, total_after = _machine_busy()
+    group = _mean_group(server.port)
     server.stop()
     stored = _stored_bytes(db) - stored_before
     if failures:
@@ -134,12 +144,29 @@ def http_ingest(
         "server_cpu_ms": cpu[0] * 1e3 / len(bodies), "workers_cpu_ms": sum(cpu[1:]) * 1e3 / len(bodies),
         "clients_cpu_ms": own * 1e3 / len(bodies),
         "machine_busy": (busy_after - busy_before) / max(total_after - total_before, 1.0),
-        "stored_kib": stored / 1024 / len(bodies),
+        "stored_kib": stored / 1024 / len(bodies), "group": group,
     }  # fmt: skip
 
 
+def _mean_group(port: int) -> float:
+    """Runs per commit over the round, from the collector's /metrics (NaN from a collector that does not count them:
+    an older checkout)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/metrics")
+    counts: dict[str, float] = {}
+    for line in conn.getresponse().read().decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("flopfleet_commits_total", "flopfleet_runs_committed_total"):
+            counts[name] = float(value)
+    conn.close()
+    if not counts.get("flopfleet_commits_total"):
+        return float("nan")
+    return counts["flopfleet_runs_committed_total"] / counts["flopfleet_commits_total"]
+
+
 def raw_insert(db: Path, bodies: list[bytes]) -> float:
-    """The same rows straight into DuckDB: every payload in one Arrow table, the store's INSERTs, one commit."""
+    """The same rows straight into DuckDB: every payload in one Arrow table, the store's INSERTs, one commit, on
+    every core this process may use (DuckDB's own default counts the host's, ignoring taskset and cpusets)."""
     import pyarrow as pa
 
     now = datetime.now(timezone.utc)
@@ -157,7 +184,7 @@ def raw_insert(db: Path, bodies: list[bytes]) -> float:
     )
     with Store(db):  # the tables
         pass
-    cur = duckdb.connect(str(db))
+    cur = duckdb.connect(str(db), config={"threads": usable_cores()})
     began = time.perf_counter()
     cur.begin()
     cur.register("incoming", incoming)
@@ -192,8 +219,8 @@ def main() -> None:
             print(f"(a fleet database of {args.prefill:,} runs built in {time.perf_counter() - began:.0f} s)")
     samples = len(json.loads(bodies[0])["gpu_samples"]["t_s"])
     rows = args.runs * args.results
-    print(f"{args.runs} runs x {args.results} results (+{samples} GPU samples each), {args.clients} clients; "
-          f"mean body {statistics.mean(map(len, bodies)) / 1024:.0f} KiB JSON")  # fmt: skip
+    print(f"{args.runs} runs x {args.results} results (+{samples} GPU samples each), {args.clients} clients, "
+          f"{usable_cores()} cores; mean body {statistics.mean(map(len, bodies)) / 1024:.0f} KiB JSON")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         walls, raws = [], []
         trees = [(None, "this")] + ([(args.against.resolve(), "against")] if args.against else [])
@@ -208,6 +235,7 @@ def main() -> None:
                   f"{rows / http['wall_s']:10,.0f} result rows/s   latency {latency}   CPU per run: server "
                   f"{http['server_cpu_ms']:.1f} ms, validation {http['workers_cpu_ms']:.1f} ms, clients "
                   f"{http['clients_cpu_ms']:.1f} ms; machine {http['machine_busy']:.0%} busy; "
+                  f"{http['group']:.1f} runs a commit; "
                   f"{http['stored_kib']:.0f} KiB stored per run")  # fmt: skip
             if i % len(trees) == len(trees) - 1:  # the machine's own pace once a round, beside the rounds it judges
                 raws.append(raw_insert(Path(tmp) / f"raw{i}.duckdb", bodies))

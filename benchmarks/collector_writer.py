@@ -8,7 +8,13 @@ run on demand:
 Each line stores ``--runs`` runs of 300 results (built as in collector_ingest.py) in commits of G runs through the
 store's own group commit, with the figures computed every FIGURES_EVERY commits as under continuous load, on a
 fresh database file, and reports runs/s and the milliseconds per commit. A fit of
-those gives the fixed cost of a commit and the cost per run that set the HTTP ingest rate.
+those gives the fixed cost of a commit and the cost per run that set the HTTP ingest rate. What the HTTP path does
+before a run reaches the writer (reading its JSON for its id, hashing and compressing it: the validation worker's
+and the agent's work) is done before the clock starts.
+
+Each line is followed by collector_ingest.py's raw DuckDB bulk insert of the same runs (one commit, every core),
+and gives its rate as a share of that: the most HTTP ingest could reach with a free front end, since every run
+it stores goes through this writer.
 
 ``--prefill N``: the commits go into a copy of a fleet database already holding N runs (10,000 GPUs' health
 runs, generated as benchmarks/collector_million.py does), so a cost that grows with the runs kept shows.
@@ -21,14 +27,17 @@ import shutil
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.collector_ingest import raw_insert  # noqa: E402
 from benchmarks.collector_million import build  # noqa: E402
 from benchmarks.fleet_data import make_bodies  # noqa: E402
 from collector.store import Store  # noqa: E402
+from collector.store.commits import Pending  # noqa: E402
 from collector.store.refresher import FIGURES_EVERY  # noqa: E402
 
 
@@ -43,13 +52,20 @@ def commits(bodies: list[bytes], group: int, threads: int, prefilled: Path | Non
 
 
 def _timed(store: Store, bodies: list[bytes], group: int) -> float:
+    now = datetime.now(timezone.utc)
+    groups = [[Pending.of(b, source="agent", received_at=now) for b in bodies[i : i + group]]
+              for i in range(0, len(bodies), group)]  # fmt: skip
+    cur = store.connection().cursor()
     began = time.perf_counter()
-    for commit, i in enumerate(range(0, len(bodies), group), 1):
-        store.add_group(bodies[i : i + group])
+    for commit, pending in enumerate(groups, 1):
+        store.commits.commit(cur, pending)
         if commit % FIGURES_EVERY == 0:  # as the writer does under continuous load
             store.refresh()
     store.refresh()
-    return time.perf_counter() - began
+    took = time.perf_counter() - began
+    if failed := [p.run_id for g in groups for p in g if p.done.result().status != "created"]:
+        raise SystemExit(f"{len(failed)} runs were not created")
+    return took
 
 
 def main() -> None:
@@ -75,8 +91,10 @@ def main() -> None:
                 for group in args.groups:
                     wall = commits(bodies, group, threads, prefilled)
                     per_commit = wall / (args.runs / group) * 1e3
+                    raw = raw_insert(Path(tmp) / f"raw-{prefill}-{threads}-{group}.duckdb", bodies)
                     print(f"{prefill:>9,} runs kept, DuckDB threads {threads}, {group:3} runs per commit: "
-                          f"{args.runs / wall:7.1f} runs/s, {per_commit:6.1f} ms per commit")  # fmt: skip
+                          f"{args.runs / wall:7.1f} runs/s, {per_commit:6.1f} ms per commit; raw bulk right after "
+                          f"{args.runs / raw:6.1f} runs/s: the writer at {raw / wall:.0%} of it")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -113,6 +113,10 @@ class GroupCommit:
         self._refresher = refresher
         self._seq_lock = threading.Lock()
         self._next_seq = 0  # the commit_seq of the next commit
+        #: Commits that stored runs, and the runs they stored, since this process started: their ratio is the mean
+        #: group, which sets what a run costs the writer (a commit's fixed cost shared by its runs; /metrics).
+        self.commits_made = 0
+        self.runs_committed = 0
         # Runs already stored are left out by the parse itself, and the last statement answers which went in. The
         # statements go to DuckDB in one call: between separate calls the writer had to win the GIL back from the
         # event loop each time (about a tenth of the ingest rate, measured).
@@ -223,6 +227,10 @@ class GroupCommit:
             cur.unregister("incoming")
         if commit:
             self._refresher.committed(seq + 1, bool(stored_now))
+            if stored_now:
+                with self._seq_lock:
+                    self.commits_made += 1
+                    self.runs_committed += len(stored_now)
         return stored_now
 
 

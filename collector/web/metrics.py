@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from ..store import Store
+
+
+class _WriterCounts:
+    """The writer's commits and the runs they stored, read from the store when scraped (the store keeps plain
+    counts and knows nothing of Prometheus): ``rate(runs) / rate(commits)`` is the mean group, which sets what a
+    run costs the writer (docs/results/collector.md, "Cores and agents posting at once")."""
+
+    def __init__(self) -> None:
+        self.store: Store | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.store is None:
+            return
+        commits = self.store.commits
+        yield CounterMetricFamily("flopfleet_commits", "Commits that stored runs", value=commits.commits_made)
+        yield CounterMetricFamily(
+            "flopfleet_runs_committed", "Runs stored by those commits (over flopfleet_commits_total: the mean group)",
+            value=commits.runs_committed,
+        )  # fmt: skip
 
 
 class Metrics:
@@ -32,6 +54,8 @@ class Metrics:
         self.storage_failed = Gauge(
             "flopfleet_storage_failed", "1 while the database cannot be written (see /healthz)", registry=self.registry
         )
+        self._writer = _WriterCounts()
+        self.registry.register(self._writer)
 
     def refusal(self, reason: str, status: int) -> None:
         """A request refused before it reached the app (``http_limits``), counted with the app's own answers."""
@@ -43,4 +67,5 @@ class Metrics:
     def render(self, store: Store) -> bytes:
         self.db_size.set(store.size_bytes())
         self.storage_failed.set(1 if store.failure is not None else 0)
+        self._writer.store = store
         return generate_latest(self.registry)

@@ -17,6 +17,14 @@ if TYPE_CHECKING:
 ENV_PREFIX = "FLOPFLEET_"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system has one (taskset, a Slurm or container
+    cpuset), which ``os.cpu_count`` ignores; a collector given 2 of a host's 16 cores would start 15 workers."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every setting; each is also read from FLOPFLEET_<NAME>, and docs/collector.md lists them all (a test checks)."""
@@ -29,7 +37,8 @@ class Settings:
     port: int = 8000
     read_access: str = "auto"  # auto: open on loopback, token elsewhere | token | open
     max_body_bytes: int = 64 * 1024 * 1024  # on the wire and after gunzip
-    validate_workers: int = -1  # processes that validate posted runs; -1: one per core but one, 0: in-process
+    # Processes that validate posted runs; -1: one per usable core (``usable_cores``) but one, 4 at most; 0: in-process.
+    validate_workers: int = -1
     # DuckDB threads of the server. One: the writer's many small statements run slower across threads, on 2 cores
     # and on 16 (docs/results/collector.md); pages run their queries side by side instead. More speeds up single
     # large SQL queries.
@@ -71,7 +80,7 @@ class Settings:
         if self.validate_workers < -1:
             raise CollectorError("validate_workers must be -1 (automatic), 0 (in-process) or a count")
         if self.validate_workers == -1:
-            object.__setattr__(self, "validate_workers", min(4, max(0, (os.cpu_count() or 1) - 1)))
+            object.__setattr__(self, "validate_workers", min(4, max(0, usable_cores() - 1)))
         if self.db_threads < 1 or self.max_posts_in_flight < 1:
             raise CollectorError("db_threads and max_posts_in_flight must be at least 1")
         if min(self.sql_max_bytes, self.max_header_bytes) < 1024 or self.max_connections < 1:

@@ -40,6 +40,8 @@ def test_readyz_and_metrics_count_what_happened(collector: Collector) -> None:
     assert _metric(text, 'flopfleet_payloads_rejected_total{reason="unauthorized"}') == 1
     assert _metric(text, 'flopfleet_http_requests_total{method="POST",route="/api/v1/runs",status="201"}') == 1
     assert _metric(text, "flopfleet_db_size_bytes") > 0
+    # the duplicate stored nothing: one commit, one run (their ratio is the mean group of the writer's commits)
+    assert (_metric(text, "flopfleet_commits_total"), _metric(text, "flopfleet_runs_committed_total")) == (1, 1)
     assert 'flopfleet_http_request_duration_seconds_bucket{le="0.25",method="POST",route="/api/v1/runs"}' in text
 
 

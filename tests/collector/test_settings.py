@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -31,6 +34,19 @@ def test_bad_values_are_named() -> None:
 def test_duckdb_threads_default_to_one_and_can_be_raised() -> None:
     assert Settings().db_threads == 1
     assert Settings.from_env({"FLOPFLEET_DB_THREADS": "3"}).db_threads == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
+def test_validation_workers_follow_the_cores_the_collector_may_use() -> None:
+    """A collector pinned to one core (taskset, a cpuset) validates in its own process, however many the host has:
+    a real child process with its affinity set before it starts."""
+    probe = "from collector.web.settings import Settings; print(Settings().validate_workers)"
+    one_core = {min(os.sched_getaffinity(0))}
+    pinned = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, one_core))  # fmt: skip
+    assert pinned.stdout.strip() == "0"
+    free = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert free.stdout.strip() == str(min(4, len(os.sched_getaffinity(0)) - 1))
 
 
 @pytest.mark.parametrize("name", [f.name for f in fields(Settings)])
