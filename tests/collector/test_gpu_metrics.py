@@ -11,7 +11,10 @@ import subprocess
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
+from collector.render.prometheus import EscapedLabels, Family
 from tests.collector.conftest import SXM
 from tests.conftest import ROOT
 from tests.servers import Collector
@@ -74,3 +77,26 @@ def test_the_dashboard_and_rules_ask_only_for_exported_metrics(site: Collector) 
     queries += re.findall(r"expr: (.+)", (DEPLOY / "prometheus" / "flopfleet-rules.yml").read_text(encoding="utf-8"))
     asked = {name for q in queries for name in re.findall(r"\b(flopfleet_[a-z_]+)", q)}
     assert asked and asked <= exported, asked - exported
+
+
+@pytest.mark.parametrize(
+    "value", [720.0, 0.0, -1.5, 1e22, 123456789.0, 1234567.5, 3e-9, float("nan"), float("inf"), float("-inf")]
+)
+def test_series_are_written_as_prometheus_client_writes_them(value: float) -> None:
+    """``render.prometheus`` writes the text itself (4x faster at 10,000 GPUs): byte for byte what prometheus_client
+    writes for the same gauge, with label values that need escaping and labels given out of name order."""
+    labels = ["uuid", "gpu_model", "card", "host", "figure"]
+    values = ["GPU-1", 'H100 "SXM"\n80GB', "c\\d", "host-ü", "matmul_bf16"]
+    ours = Family("flopfleet_test", 'A "test" gauge\\ with a\nnewline', labels)
+    theirs = GaugeMetricFamily("flopfleet_test", 'A "test" gauge\\ with a\nnewline', labels=labels)
+    esc = EscapedLabels()
+    ours.add([esc[v] for v in values], value)
+    theirs.add_metric(values, value)
+
+    class One:
+        def collect(self) -> list[GaugeMetricFamily]:
+            return [theirs]
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(One())  # type: ignore[arg-type]
+    assert ours.text().encode() == generate_latest(registry)
