@@ -37,7 +37,6 @@ class Family:
     """One gauge's HELP and TYPE lines and its samples, each a line in the text format."""
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
-        self.name = name
         help_text = documentation.replace("\\", r"\\").replace("\n", r"\n")
         self.head = f"# HELP {name} {help_text}\n# TYPE {name} gauge\n"
         order = sorted(range(len(labels)), key=lambda i: labels[i])  # the text format writes labels by name

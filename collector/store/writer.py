@@ -20,8 +20,11 @@ from .parts import StoreParts
 
 log = logging.getLogger(__name__)
 
-#: Writer threads. More than one was measured slower on a 2-core machine (smaller groups cost more per run); the
-#: code stays correct with several (a run_id racing itself settles as a duplicate).
+#: Writer threads. More than one was measured slower on a 2-core machine (smaller groups cost more per run). One is
+#: also what the refresher assumes: it takes every commit below the last one answered as visible
+#: (``Refresher.committed``), so a second writer finishing a later commit first would have an earlier one's runs
+#: skipped by the next refresh (they would get their figures at the next start). A run_id racing itself would
+#: settle as a duplicate.
 WRITERS = 1
 #: The longest ``stop`` waits for the writer to finish what it is doing.
 CLOSE_WAIT_S = 10.0
