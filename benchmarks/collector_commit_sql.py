@@ -32,7 +32,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.collector_million import build  # noqa: E402
+from benchmarks.collector_million import fleet_file  # noqa: E402
 from benchmarks.fleet_data import make_bodies  # noqa: E402
 from collector.store import Store  # noqa: E402
 
@@ -83,11 +83,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "commits.duckdb"
         if args.prefill:
-            fleet = (args.dir or Path(tmp)) / f"fleet-{args.prefill}.duckdb"
-            if not fleet.exists():
-                fleet.parent.mkdir(parents=True, exist_ok=True)
-                build(fleet, args.prefill, gpus=min(args.prefill, 10_000), chunk=100_000, refresh_runs=50_000)
-            shutil.copy(fleet, db)
+            shutil.copy(fleet_file(args.dir or Path(tmp), args.prefill), db)
         with Store(db):  # the tables (and a migration's first-open work out of the timing)
             pass
         con = duckdb.connect(str(db))

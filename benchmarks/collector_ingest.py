@@ -40,7 +40,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.collector_million import build  # noqa: E402
+from benchmarks.collector_million import fleet_file  # noqa: E402
 from benchmarks.fleet_data import fleet_database, make_bodies  # noqa: E402
 from benchmarks.serving import CollectorProcess  # noqa: E402
 from collector.read.report import build_report  # noqa: E402
@@ -209,14 +209,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="keep the prefilled database here, and use one found there")
     args = parser.parse_args()
     bodies = make_bodies(args.runs, args.results)
-    prefilled = None
-    if args.prefill:
-        prefilled = (args.dir or Path(tempfile.mkdtemp())) / f"fleet-{args.prefill}.duckdb"
-        if not prefilled.exists():
-            prefilled.parent.mkdir(parents=True, exist_ok=True)
-            began = time.perf_counter()
-            build(prefilled, args.prefill, gpus=min(args.prefill, 10_000), chunk=100_000, refresh_runs=50_000)
-            print(f"(a fleet database of {args.prefill:,} runs built in {time.perf_counter() - began:.0f} s)")
+    prefilled = fleet_file(args.dir or Path(tempfile.mkdtemp()), args.prefill) if args.prefill else None
     samples = len(json.loads(bodies[0])["gpu_samples"]["t_s"])
     rows = args.runs * args.results
     print(f"{args.runs} runs x {args.results} results (+{samples} GPU samples each), {args.clients} clients, "

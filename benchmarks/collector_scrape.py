@@ -26,7 +26,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.collector_million import build  # noqa: E402
+from benchmarks.collector_million import fleet_file  # noqa: E402
 from benchmarks.serving import CollectorProcess  # noqa: E402
 
 
@@ -56,12 +56,7 @@ def main() -> None:
     trees = [("this", None)] + ([("against", args.against.resolve())] if args.against else [])
     with tempfile.TemporaryDirectory() as tmp:
         for gpus in args.gpus:
-            fleet = (args.dir or Path(tmp)) / f"scrape-{gpus}.duckdb"
-            if not fleet.exists():
-                fleet.parent.mkdir(parents=True, exist_ok=True)
-                began = time.perf_counter()
-                build(fleet, gpus, gpus=gpus, chunk=100_000, refresh_runs=50_000)
-                print(f"(a fleet of {gpus:,} GPUs built in {time.perf_counter() - began:.0f} s)")
+            fleet = fleet_file(args.dir or Path(tmp), gpus, gpus)
             firsts: dict[str, list[float]] = {name: [] for name, _ in trees}
             later: dict[str, list[float]] = {name: [] for name, _ in trees}
             size = 0

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.collector_ingest import raw_insert  # noqa: E402
-from benchmarks.collector_million import build  # noqa: E402
+from benchmarks.collector_million import fleet_file  # noqa: E402
 from benchmarks.fleet_data import make_bodies  # noqa: E402
 from collector.store import Store  # noqa: E402
 from collector.store.commits import Pending  # noqa: E402
@@ -79,14 +79,7 @@ def main() -> None:
     bodies = make_bodies(args.runs, 300)
     with tempfile.TemporaryDirectory() as tmp:
         for prefill in args.prefill:
-            prefilled = None
-            if prefill:
-                prefilled = (args.dir or Path(tmp)) / f"fleet-{prefill}.duckdb"
-            if prefilled is not None and not prefilled.exists():
-                prefilled.parent.mkdir(parents=True, exist_ok=True)
-                began = time.perf_counter()
-                build(prefilled, prefill, gpus=min(prefill, 10_000), chunk=100_000, refresh_runs=50_000)
-                print(f"(a fleet database of {prefill:,} runs built in {time.perf_counter() - began:.0f} s)")
+            prefilled = fleet_file(args.dir or Path(tmp), prefill) if prefill else None
             for threads in args.threads:
                 for group in args.groups:
                     wall = commits(bodies, group, threads, prefilled)
