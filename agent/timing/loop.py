@@ -43,20 +43,23 @@ def _unknown_at_limit(samples: list[float], elapsed: float, policy: TimingPolicy
 class Idle:
     """What the device saw of the host over a window's batches. Between repeats: each batch of several repeats' span
     from its first start event to its last end event, less its repeats and the flushes between them (``flush_s``
-    each, the fastest seen, so idleness is never overstated); enqueued back to back, a batch leaves the device idle
-    there only where the host fell behind. Within them: the host's time to launch each batch (its flushes, events
-    and calls) against the device's time to run it, near 1 where the device could only follow the host, which idle
-    between repeats does not show (agent/timing/starvation.py)."""
+    each, the fastest seen); enqueued back to back, a batch leaves the device idle there only where the host fell
+    behind, which an event pair around each repeat does not time. Within them (``waited_s``): of the repeats the
+    device reached before the host had launched all of their work, so that it followed the host's launching, the
+    time the launching thread spent off a CPU meanwhile (at most the repeat's own time): the device may have waited
+    all of it, and it was timed. A host held up by a full launch queue is ahead of the device and on its CPU; a
+    quiet host that only launches slowly is on its CPU too (``launch_bound``, not starved).
+    agent/timing/starvation.py reads both."""
 
     flush_s: float
     span_s: float = 0.0  # batches of several repeats
     busy_s: float = 0.0
-    run_s: float = 0.0  # every batch
-    launch_s: float = 0.0
+    run_s: float = 0.0  # every repeat
+    waited_s: float = 0.0
 
-    def add(self, span_s: float, repeats_s: list[float], flushes: int, launch_s: float) -> None:
-        self.run_s += span_s
-        self.launch_s += launch_s
+    def add(self, span_s: float, repeats_s: list[float], flushes: int, waited_s: float) -> None:
+        self.run_s += sum(repeats_s)
+        self.waited_s += waited_s
         if len(repeats_s) > 1:
             self.span_s += span_s
             self.busy_s += min(sum(repeats_s) + flushes * self.flush_s, span_s)
@@ -65,7 +68,7 @@ class Idle:
         return (self.span_s - self.busy_s) / self.span_s if self.span_s > 0 else None
 
     def launch_share(self) -> float | None:
-        return min(self.launch_s / self.run_s, 1.0) if self.run_s > 0 else None
+        return min(self.waited_s / self.run_s, 1.0) if self.run_s > 0 else None
 
 
 @dataclass(frozen=True)
