@@ -15,12 +15,12 @@ import pytest
 from collector.read.views import fleet_health
 from collector.store import Store
 from collector.store.errors import OlderDatabase
+from schemas.faults import counter_faults
 from schemas.verdicts import (
     CONFIRM,
     MAX_THRESHOLD,
     MIN_THRESHOLD,
     Level,
-    counter_faults,
     floor_of,
     gpu_level,
     judge,
