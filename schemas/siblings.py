@@ -81,10 +81,7 @@ def sibling_reference(
     spread = BaselineFigure(figure=figure, unit=found[0].entry.figure.unit, value=share * datasheet,
                             between_gpus=between, within_gpu=within, gpus=len(found))  # fmt: skip
     margin = baseline_threshold(spread, minimum=minimum_threshold(figure), maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS)
-    names = ", ".join(f"{s.entry.card} {s.share:.1%}" for s in found)
+    names = " and ".join(f"{s.entry.card} ({s.share:.1%})" if len(found) > 1 else s.entry.card for s in found)
     gpus = sum(s.entry.figure.gpus for s in found)
-    detail = (
-        f"siblings' share of the datasheet ({names}; {gpus} GPU{'s' if gpus != 1 else ''}) "
-        f"times this card's {datasheet:,.0f}: {share * datasheet:,.0f}"
-    )
+    detail = f"{share:.1%} of the datasheet's {datasheet:,.0f}, as on {names}, {gpus} GPU{'s' if gpus != 1 else ''}"
     return Reference("sibling", share * datasheet, margin, len(found), detail, tuple(s.entry.card for s in found))

@@ -141,7 +141,7 @@ class Reference:
         if self.name == "baseline":
             return f"the {self.detail}"
         if self.name == "sibling":
-            return f"its sibling cards ({self.detail})"
+            return f"its sibling cards' {self.value:,.0f} ({self.detail})"
         return "its model's floor"
 
 
@@ -244,7 +244,7 @@ class FigureJudgement:
             else "in its latest measurement only"
         )
         note = f"; {self.note}" if self.note else ""
-        if ref.name in ("baseline", "sibling"):  # its value is in its description
+        if ref.name in ("baseline", "sibling"):  # its value is in its text
             within = f"threshold {ref.margin:.0%}"
             return f"{name} {self.value:,.0f} {units} is {by:.0%} below {ref.text} ({within}), {how}{note}"
         margin = "" if ref.name == "floor" else f" (threshold {self.threshold:.0%})"

@@ -15,7 +15,7 @@ from rich.text import Text
 from schemas import Gpu, Machine, Result, RunSubmission
 from schemas.labels import HOSTNAME, describe, headline, human_bytes, per_watt
 from schemas.terminal import LEVEL_STYLE, literal
-from schemas.verdicts import FigureVerdict, GpuVerdict, Level
+from schemas.verdicts import REFERENCE_WORDS, FigureVerdict, GpuVerdict, Level
 
 from ..benchmarks import AnyBenchmark
 from ..harness.suites import Suite
@@ -198,9 +198,11 @@ def _figure_text(f: FigureVerdict) -> str:
     if f.history:
         parts.append(f"{f.value / f.history:.2f}× own")
     if f.baseline:
-        parts.append(f"{f.value / f.baseline:.2f}× baseline")
+        parts.append(f"{f.value / f.baseline:.2f}× {'siblings' if f.baseline_kind == 'sibling' else 'baseline'}")
     if f.floor:
         parts.append(f"floor {f.floor:,.0f}")
+    if f.held_to and f.healthy_down_to is not None:
+        parts.append(f"held to {REFERENCE_WORDS[f.held_to]}: healthy down to {f.healthy_down_to:,.0f}")
     refs = f" ({', '.join(parts)})" if parts else ""
     return f"{f.figure} {f.value:,.0f} {f.unit}{refs}"
 

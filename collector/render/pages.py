@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from schemas.api import RUNS_PATH, SQL_PATH
 from schemas.health_figures import HEALTH_FIGURES
 from schemas.labels import HOSTNAME, SOFTWARE, software_text
+from schemas.verdicts import REFERENCE_WORDS
 
 from .numbers import number, percent
 
@@ -45,7 +46,12 @@ def environment() -> Environment:
                        software=software_text)  # fmt: skip
     # The words a column is headed with, defined once (schemas.labels, schemas.verdicts).
     env.globals.update(
-        HOSTNAME=HOSTNAME, SOFTWARE=SOFTWARE, HEALTH_FIGURES=HEALTH_FIGURES, RUNS_PATH=RUNS_PATH, SQL_PATH=SQL_PATH
+        HOSTNAME=HOSTNAME,
+        SOFTWARE=SOFTWARE,
+        HEALTH_FIGURES=HEALTH_FIGURES,
+        REFERENCE_WORDS=REFERENCE_WORDS,
+        RUNS_PATH=RUNS_PATH,
+        SQL_PATH=SQL_PATH,
     )
     return env
 

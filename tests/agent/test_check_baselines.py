@@ -86,18 +86,34 @@ def test_check_baseline_file_takes_the_place_of_the_bundled_ones(tmp_path: Path)
     shutil.copy(ROOT / "schemas" / "data" / "h200.baseline.json", copy)
     outcome, _ = _check(_slowed(), copy, tmp_path)
     assert outcome.level is Level.slow and "(file, " in (outcome.verdicts[0].baseline or "")
-    # A bundle without the H200's card: its floor remains (35-55 % of the datasheet), which a GPU 30-40 % slow passes.
-    other = CardBaseline(card="NVIDIA H100 80GB HBM3 80 GiB · 700 W", gpu_name="NVIDIA H100 80GB HBM3", kind="measured",
-                         suite="health", figures=(BaselineFigure(figure="memory", unit="GB/s", value=3000.0, gpus=5,
-                                                                 runs=20),))  # fmt: skip
     source = BaselineSource(collector="lab", exported_at=datetime(2026, 12, 1, tzinfo=timezone.utc))
-    h100 = tmp_path / "h100.baseline.json"
-    h100.write_text(dump_bundle(seal("lab-h100", source, [other])))
+
+    def bundle_of(name: str, gpu_name: str, card: str, memory: float) -> Path:
+        figure = BaselineFigure(figure="memory", unit="GB/s", value=memory, gpus=5, runs=20)
+        only = CardBaseline(card=card, gpu_name=gpu_name, kind="measured", suite="health", figures=(figure,))
+        path = tmp_path / f"{name}.baseline.json"
+        path.write_text(dump_bundle(seal(name, source, [only])))
+        return path
+
+    # A bundle of a sibling card only (the H100: Hopper, 700 W): the H200's memory is held against the H100's share
+    # of its datasheet bandwidth (3,000 of 3,350 GB/s) times the H200's 4,800, and the GPU 30-40 % slow is caught.
+    h100 = bundle_of("lab-h100", "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3 80 GiB · 700 W", 3000.0)
     outcome, asked = _check(_slowed(), h100, tmp_path)
     (v,) = outcome.verdicts
+    assert outcome.level is Level.slow and v.baseline is not None and "held against its sibling cards" in v.baseline
+    memory = next(f for f in v.figures if f.figure == "memory")
+    assert memory.baseline_kind == "sibling" and memory.baseline == pytest.approx(3000.0 / 3350 * 4800)
+    assert memory.held_to == "sibling" and memory.level is Level.slow
+    assert all(f.baseline is None and f.floor for f in v.figures if f.figure != "memory")  # no sibling figure
+    # A bundle of another architecture (the A100): no sibling, its floor remains (35-55 % of the datasheet), which a
+    # GPU 30-40 % slow passes, and the verdict says why.
+    a100 = bundle_of("lab-a100", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB 80 GiB · 700 W", 1800.0)
+    outcome, asked = _check(_slowed(), a100, tmp_path)
+    (v,) = outcome.verdicts
     assert (outcome.level, len(asked)) == (Level.ok, 1)
-    assert v.baseline == f"no baseline of the health suite for {H200_CARD}: held against its model's floor instead"
-    assert all(f.baseline is None and f.floor for f in v.figures)
+    assert v.baseline == (f"no baseline of the health suite for {H200_CARD}, nor a measured sibling card of its "
+                          "architecture at its power limit: held against its model's floor")  # fmt: skip
+    assert all(f.baseline is None and f.floor and f.held_to == "floor" for f in v.figures)
 
 
 def test_an_unreadable_baseline_file_is_a_configuration_error(tmp_path: Path) -> None:

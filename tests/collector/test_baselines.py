@@ -480,7 +480,7 @@ def test_the_card_page_report_and_metrics_show_the_baseline(tmp_path: Path, flee
         report = httpx.get(f"{site.url}/report.md", params={"baselines": "true"}, headers=site.auth, timeout=30).text
         metrics = httpx.get(f"{site.url}/metrics", headers=site.auth, timeout=30).text
     assert 'id="baseline"' in page and "lab-a (imported" in page and "healthy down to" in page
-    assert "85% of baseline" in gpu_page
+    assert "85% of its card&#39;s baseline" in gpu_page
     assert "baseline (5 GPUs)" in report and "baseline (5 GPUs)" not in plain
     ratio = re.search(r'flopfleet_gpu_baseline_ratio\{[^}]*baseline_gpus="5"[^}]*figure="memory"[^}]*\} ([0-9.]+)|'
                       r'flopfleet_gpu_baseline_ratio\{[^}]*figure="memory"[^}]*\} ([0-9.]+)', metrics)  # fmt: skip

@@ -45,7 +45,9 @@ def _add(
     suite: str = "standard",
     **fields: Any,
 ) -> None:
-    extra: dict[str, Any] = {"host": host, **fields}
+    # At 600 W: a card with no baseline and no measured sibling (the bundled H200's is at 700 W), so that these
+    # verdicts are of peers, history and the floor alone (tests/collector/test_baselines.py has baselines and siblings).
+    extra: dict[str, Any] = {"host": host, "power_limit_w": 600.0, "power_limit_default_w": 600.0, **fields}
     if counters is not None:
         extra["counters_after"] = counters
     if xids is not None:
