@@ -87,7 +87,8 @@ def test_health_finds_the_slow_gpu_and_why(store: Store) -> None:
     # Its largest shortfall: 21 % under its peers, or more under its sibling cards (the bundled H200's share).
     assert slow.verdict == "suspect" and slow.slow_by is not None and slow.slow_by >= 1 - 560 / 707.5 - 0.01
     assert slow.causes == ["power limit 500 W, below the default 700 W"]
-    assert slow.reasons[0].startswith("BF16 matmul 560 TFLOPS is ") and "in its latest measurement only" in slow.reasons[0]
+    first = slow.reasons[0]
+    assert first.startswith("BF16 matmul 560 TFLOPS is ") and "in its latest measurement only" in first
     # Its peers and, with no baseline of its own card, its sibling cards judged it: the reason names the further.
     bf16 = slow.figures["matmul_bf16"]
     assert {r.name for r in bf16.references} == {"peers", "sibling", "floor"}
