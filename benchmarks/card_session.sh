@@ -5,6 +5,7 @@
 #   runs    the standard suite twice back to back against a local collector (their run-to-run table), then once
 #           beside HOGS busy CPU processes (benchmarks/h200_busy_host_session.sh's stage: which cells move, which
 #           are flagged `starved`) and the same check quiet and loaded
+#   busy    the runs stage's busy host alone
 #   shares  health first checks: HEALTHY against fresh collectors, LONE without one, then a competing process taking
 #           each of SHARES of the GPU's time during one first check with a collector and one without
 #   small   one more GPU for the bundled baseline: HEALTHY health first checks and one standard run
@@ -24,7 +25,7 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
   git log -1 --format='code %h %cI' 2>/dev/null | tee -a "$OUT/card.txt"
   if [[ $STAGES == *" tests "* ]]; then
     log "gpu tests"
-    timeout "${TESTS_S:-300}" python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 12
+    timeout "${TESTS_S:-300}" python3 -m pytest -m gpu ${TESTS:-tests/gpu} -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 12
     pack
     log "matmul harness"
     timeout 150 python3 benchmarks/matmul_harness.py --out "$OUT/matmul.json" --idle 0.2 \
@@ -34,6 +35,8 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
   if [[ $STAGES == *" runs "* ]]; then
     GPU_TESTS= HARNESS= WHEELS= NAME=standard timeout 200 bash benchmarks/h200_speed_session.sh | tail -n 30
     pack
+  fi
+  if [[ $STAGES == *" runs "* || $STAGES == *" busy "* ]]; then
     log "busy host"
     HOGS=${HOGS:-24} STAGES="standard check" timeout 240 bash benchmarks/h200_busy_host_session.sh | tail -n 40
     pack

@@ -220,12 +220,7 @@ class CudaTimer:
             times = [s.elapsed_time(e) / 1e3 for s, e in events]
             if idle is not None:
                 span = events[0][0].elapsed_time(events[-1][1]) / 1e3
-                idle.add(
-                    span,
-                    times,
-                    flushes=len(events) - 1 if flush else 0,
-                    waited_s=sum(min(w, t) for w, t in zip(waited, times, strict=True)),
-                )
+                idle.add(span, times, flushes=len(events) - 1 if flush else 0, waited_s=waited)
             return times
 
         return read

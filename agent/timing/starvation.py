@@ -37,10 +37,10 @@ HOST_WAIT_STARVED = 0.4
 #: Less run and wait than this in a window says nothing: the kernel adds a running thread's time at its clock tick
 #: (1-4 ms), so a window of a few milliseconds can read no time at all, or one tick of waiting as a large share.
 LEAST_OBSERVED_S = 0.01
-#: On a GPU: the host waited at least ``GPU_HOST_WAIT_STARVED`` of its time, and the device followed a launching
-#: thread that was off its CPU for at least ``LAUNCH_SHARE_STARVED`` of the device's timed time (``launch_share``): the
-#: figure may read that much slow. The device idle between repeats is not timed by a repeat's events; it is kept
-#: (``device_idle``) but flags nothing.
+#: On a GPU: the host waited at least ``GPU_HOST_WAIT_STARVED`` of its time, and the median repeat, which the figure
+#: is, may be ``LAUNCH_SHARE_STARVED`` longer for the time the device followed a launching thread off its CPU
+#: (``launch_share``). The device idle between repeats is not timed by a repeat's events; it is kept (``device_idle``)
+#: but flags nothing.
 GPU_HOST_WAIT_STARVED = 0.10
 LAUNCH_SHARE_STARVED = 0.05
 #: Windows re-measured after a starved one, at most; after ``GIVE_UP_AFTER`` starved cases in a row a process stops

@@ -80,12 +80,14 @@ def test_wait_share_is_the_waited_part_of_the_time_ready_and_unknown_below_a_tic
     assert wait_share(HostTimes(2.0, 1.0), HostTimes(1.0, 0.5)) is None  # a thread that ended took its counts along
 
 
-def test_the_device_idle_is_the_span_between_repeats_and_the_wait_its_share_of_the_repeats_time() -> None:
+def test_the_device_idle_is_the_span_between_repeats_and_the_wait_what_it_took_of_the_median_repeat() -> None:
     idle = Idle(flush_s=1e-4)
-    idle.add(span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3, waited_s=1e-3)  # 8.3 ms busy of 10 ms
-    idle.add(span_s=3.0e-2, repeats_s=[3e-2], flushes=0, waited_s=2.9e-2)  # one long call: no "between"
+    idle.add(span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3, waited_s=[0.0, 0.0, 0.0, 5e-3])  # 8.3 ms busy of 10 ms
     assert idle.share() == pytest.approx(0.17)
-    assert idle.launch_share() == pytest.approx(0.789, abs=1e-3)  # 30 ms waited on over 38 ms of repeats
+    assert idle.launch_share() == 0.0  # one repeat of four held up (all of it): the median repeat was not
+    held = Idle(flush_s=1e-4)
+    held.add(span_s=1.0e-2, repeats_s=[3e-3] * 3, flushes=0, waited_s=[1e-3, 1e-3, 0.0])  # two of three held up
+    assert held.launch_share() == pytest.approx(1 - 2e-3 / 3e-3)  # the median repeat: 3 ms, 2 ms of it its own
     assert Idle(flush_s=0.0).share() is None and Idle(flush_s=0.0).launch_share() is None
 
 
