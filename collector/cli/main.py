@@ -19,7 +19,7 @@ from schemas.terminal import LEVEL_STYLE, literal
 
 from .. import __version__
 from ..store.errors import CollectorError
-from ..store.sqlviews import ABOUT, UNDER
+from ..store.sqlviews import ABOUT, EVERY_RESULT, FIGURE_VIEWS, TRUSTED_WORDS, UNDER
 from .baseline import baseline_app
 from .common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
 from .token import token_app
@@ -165,6 +165,8 @@ SQL_HELP = (
     "Query the database read-only, with the limits of the HTTP API (FLOPFLEET_SQL_TIMEOUT_S, _MAX_ROWS, _MAX_BYTES)."
     f"\n\nViews: {', '.join(ABOUT)}; the tables under them: {', '.join(UNDER)}. Their columns: the /sql page, or "
     "\"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'matmul'\"."
+    f"\n\nThe views of results ({', '.join(FIGURE_VIEWS)}) hold trusted results only ({TRUSTED_WORDS}), as the "
+    f"report counts them; {' and '.join(EVERY_RESULT)} hold every result, with trusted and flags."
 )
 
 

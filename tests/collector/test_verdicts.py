@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from collector.read.views import fleet_health
-from collector.store import Store
+from collector.store import DB_VERSION, Store
 from collector.store.errors import OlderDatabase
 from schemas.faults import counter_faults
 from schemas.verdicts import (
@@ -262,7 +262,7 @@ def test_an_older_database_gets_its_history_on_open(tmp_path: Path) -> None:
     con.execute("DROP TABLE health_history")  # as a collector before this one left it
     con.execute("UPDATE meta SET value = '2' WHERE key = 'db_version'")
     con.close()
-    with pytest.raises(OlderDatabase, match=r"older collector \(db_version 2, this one keeps 4\)"):
+    with pytest.raises(OlderDatabase, match=rf"older collector \(db_version 2, this one keeps {DB_VERSION}\)"):
         Store(path, read_only=True)  # a reader cannot bring it up to date, and says how
     with Store(path) as store:
         assert _verdicts(store)["n0"].level is Level.slow  # confirmed by the backfilled history
@@ -285,7 +285,7 @@ def test_a_history_kept_without_its_suites_gets_them_on_open(tmp_path: Path) -> 
     con.execute("ALTER TABLE health_history DROP COLUMN suite")
     con.execute("UPDATE meta SET value = '3' WHERE key = 'db_version'")
     con.close()
-    with pytest.raises(OlderDatabase, match=r"db_version 3, this one keeps 4"):
+    with pytest.raises(OlderDatabase, match=rf"db_version 3, this one keeps {DB_VERSION}"):
         Store(path, read_only=True)
     with Store(path) as store:
         suites = store.sql("SELECT DISTINCT suite FROM health_history")

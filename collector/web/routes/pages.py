@@ -23,7 +23,7 @@ from ...render.pages import render
 from ...store.errors import BadRequest, CollectorError
 from ...store.figures import BY_KEY
 from ...store.queries import EXAMPLES
-from ...store.sqlviews import UNDER
+from ...store.sqlviews import EVERY_RESULT, FIGURE_VIEWS, TRUSTED_WORDS, UNDER
 from ..auth import Reader
 from .deps import SettingsDep, StoreDep
 
@@ -75,7 +75,8 @@ def home(_: Reader, store: StoreDep) -> HTMLResponse:
 @router.get("/cards", response_class=HTMLResponse)
 def cards_page(_: Reader, store: StoreDep) -> HTMLResponse:
     cmp = views.comparison(store.reads())
-    return _page("cards.html", cmp=cmp, columns=KEY_COLUMNS, index_of={c.label: i for i, c in enumerate(cmp.cards)})
+    return _page("cards.html", cmp=cmp, columns=KEY_COLUMNS, index_of={c.label: i for i, c in enumerate(cmp.cards)},
+                 trusted_words=TRUSTED_WORDS)  # fmt: skip
 
 
 @router.get("/cards.csv")
@@ -176,7 +177,8 @@ async def sql_page(_: Reader, store: StoreDep, settings: SettingsDep, sql: str =
             error = exc.message
     catalog = await run_in_threadpool(lambda: views.sql_catalog(store.reads()))
     return _page("sql.html", sql=sql or EXAMPLES[0][1], result=result, error=error, examples=EXAMPLES,
-                 max_rows=cap, timeout=f"{settings.sql_timeout_s:g}", catalog=catalog, raw=UNDER)  # fmt: skip
+                 max_rows=cap, timeout=f"{settings.sql_timeout_s:g}", catalog=catalog, raw=UNDER,
+                 figure_views=FIGURE_VIEWS, every_result=EVERY_RESULT, trusted_words=TRUSTED_WORDS)  # fmt: skip
 
 
 FAVICON = (
