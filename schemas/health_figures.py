@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
+
+from .results import Flag
 
 from .gpu_specs import GpuSpec
 
 #: Flags that keep a result out of every figure, health or not (the collector's ``figures.TRUSTED`` is built from
 #: them): a measurement error, wrong numerics, a window the host starved (a busy host's figure, not the device's).
 UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result", "starved"})
+#: The flags a trusted result may carry: every flag this version knows but those. A flag it does not know (a newer
+#: agent's, stored as sent: docs/contract.md) keeps a result out too, since nothing here says it may be trusted.
+TRUSTABLE_FLAGS = frozenset(get_args(Flag)) - UNTRUSTED_FLAGS
 #: Flags that keep a GPU's whole run out of every baseline (``collector/store/fleet_reads.py``): any result
 #: untrusted, measured beside another process on the GPU (busy) or while the GPU slowed (throttled). A baseline is
 #: built from healthy conditions only.
@@ -109,8 +114,8 @@ def unit(key: str) -> str:
 
 
 def trusted(result: object) -> bool:
-    """Whether a result may make a figure: ok, and none of ``UNTRUSTED_FLAGS``."""
-    return getattr(result, "status", None) == "ok" and not UNTRUSTED_FLAGS & set(getattr(result, "flags", ()) or ())
+    """Whether a result may make a figure: ok, and every flag one of ``TRUSTABLE_FLAGS``."""
+    return getattr(result, "status", None) == "ok" and set(getattr(result, "flags", ()) or ()) <= TRUSTABLE_FLAGS
 
 
 def health_figure(result: object) -> str | None:

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .base import Label, Text, WireModel
+from .base import Answer, Label, Text
 from .baselines import BaselineIndex, baseline_threshold, software_note
 from .gpu_specs import match_spec, pcie_peak_gbps
 from .health_figures import HEALTH_FIGURES, datasheet_figure, label, unit
@@ -298,7 +298,7 @@ def gpu_level(faults: Sequence[str], judgements: Sequence[FigureJudgement]) -> L
     return worst([j.level for j in judgements if j.level is not Level.unknown])
 
 
-class FigureVerdict(WireModel):
+class FigureVerdict(Answer):
     """One figure of one GPU as judged: its latest value and the references it was held against."""
 
     figure: Label
@@ -324,7 +324,7 @@ class FigureVerdict(WireModel):
     healthy_down_to: Annotated[float, Field(ge=0)] | None = None
 
 
-class GpuVerdict(WireModel):
+class GpuVerdict(Answer):
     """One GPU's verdict, as the collector's ``/api/v1/verdicts`` answers and ``flopfleet-agent check --json``
     prints it."""
 

@@ -29,8 +29,9 @@ EXIT_FAILED = 1
 #: EX_TEMPFAIL (sysexits.h): try again later. Measured fine but not delivered (the run is kept in the spool for
 #: ``push`` to send), or, at ``--priority low``, the host was too busy to measure (nothing measured).
 EXIT_KEPT = 75
-#: EX_CONFIG (sysexits.h): the collector refused the token, or the URL is not a flopfleet collector; found before
-#: anything was measured. Unlike 75, trying again will not help: a scheduler should not retry.
+#: EX_CONFIG (sysexits.h): the collector refused the token, or the URL is not a flopfleet collector (found before
+#: anything was measured), or it is too old for the run (kept in the spool, held until it is upgraded:
+#: docs/contract.md). Unlike 75, trying again will not help: a scheduler should not retry.
 EXIT_REFUSED = 78
 
 out = Console()
@@ -95,7 +96,8 @@ def first_contact(upload: UploadConfig) -> None:
     collector that cannot be reached now is said, and the run measured and spooled."""
     if not upload.collector_url:
         return
-    from ..run.upload import first_contact, new_client
+    from ..run.contact import first_contact
+    from ..run.upload import new_client
 
     with new_client() as client:
         note = first_contact(client, upload)

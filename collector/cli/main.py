@@ -7,7 +7,7 @@ import sys
 from contextlib import closing
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -23,6 +23,10 @@ from ..store.sqlviews import ABOUT, EVERY_RESULT, FIGURE_VIEWS, TRUSTED_WORDS, U
 from .baseline import baseline_app
 from .common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
 from .token import token_app
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from ..store.commits import Stored
 
 EXIT_FAILED = 1
 
@@ -115,20 +119,38 @@ def ingest(
     create: CreateOpt = False,
 ) -> None:
     """Store run files without a server, with the same validation as the HTTP API."""
-    from ..analysis.parse import parse_run
-
     failed = 0
     with open_store(settings_for(db, create=create or None)) as store:
         for path in files:
             try:
-                stored = store.add_run(parse_run(path.read_bytes()))
+                stored, notes = _ingest_one(store, path)
             except (OSError, CollectorError) as exc:
                 failed += 1
                 err.print(Text.assemble(literal(path, "red"), ": ", literal(exc)))
                 continue
             out.print(literal(f"{path}: run {stored.run_id} {stored.status} ({stored.results} results)"))
+            for note in notes:
+                out.print(literal(f"{path}: not understood: {note}"))
     if failed:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _ingest_one(store: Store, path: Path, source: str = "agent") -> tuple[Stored, tuple[str, ...]]:
+    """One run file stored as the HTTP API stores it, and what of a newer minor's run this collector did not know."""
+    from ..analysis.parse import read_run
+    from ..store.commits import compress, digest
+
+    body = path.read_bytes()
+    parsed = read_run(body)
+    if parsed.document is None:
+        return store.add_run(parsed.run, source=source), ()
+    # A newer minor's run: kept as sent, its rows what this collector knows of it (docs/contract.md).
+    run = parsed.run
+    stored = store.submit(parsed.document, run_id=str(run.run_id), results=len(run.results), sha256=digest(body),
+                          payload=compress(body), source=source,
+                          not_understood=parsed.not_understood).result()  # fmt: skip
+    store.settle()
+    return stored, parsed.not_understood
 
 
 PricesOpt = Annotated[
@@ -238,14 +260,13 @@ def import_reference(
 ) -> None:
     """Import published figures (the transformers-benchmarks README's five cards, bundled) or others' run files,
     labelled as reference rather than measured here."""
-    from ..analysis.parse import parse_run
     from ..analysis.reference import load
 
     with open_store(settings_for(db, create=create or None)) as store:
         sources: list[Path | None] = list(files) if files else [None]
         for path in sources:
             if path is not None and path.suffix == ".json":
-                stored = store.add_run(parse_run(path.read_bytes()), source="reference")
+                stored, _ = _ingest_one(store, path, source="reference")
                 out.print(literal(f"{path}: run {stored.run_id} {stored.status} as reference"))
                 continue
             values = load(path)

@@ -208,24 +208,18 @@ class Store:
         source: str = "agent",
         token_name: str | None = None,
         received_at: datetime | None = None,
+        not_understood: tuple[str, ...] = (),
     ) -> Future[Stored]:
         """``add_run`` without waiting, for the server's event loop, given the run's JSON as received (validated):
-        ``sha256`` is its digest and ``payload`` the same gzip-compressed (as the client sent it, or compressed
-        once), as stored."""
+        ``sha256`` is its digest and ``payload`` the same gzip-compressed (as sent, or compressed once), as stored; a
+        newer minor's: ``document`` what this collector knows of it, ``not_understood`` the rest (analysis/newer)."""
         if self.failure is not None:
             refused: Future[Stored] = Future()
             refused.set_exception(StorageUnavailable(self.failure.message()))
             return refused
-        pending = Pending(
-            run_id=run_id,
-            results=results,
-            document=document,
-            payload=payload,
-            sha256=sha256,
-            received_at=received_at or datetime.now(timezone.utc),
-            source=source,
-            token_name=token_name,
-        )
+        pending = Pending(run_id=run_id, results=results, document=document, payload=payload, sha256=sha256,
+                          received_at=received_at or datetime.now(timezone.utc), source=source, token_name=token_name,
+                          not_understood=not_understood)  # fmt: skip
         self.writer.put(pending)
         return pending.done
 

@@ -25,7 +25,7 @@ from .auth import reads_need_token
 from .metrics import Metrics
 from .observe import Observe
 from .routes import admin, baselines, health, pages, reports, runs, sql
-from .security import SECURITY_HEADERS, Guard, allowed_hosts
+from .security import ANSWER_HEADERS, Guard, allowed_hosts
 from .settings import Settings
 from .tokens import TokenStore
 from .validation import Validator
@@ -145,7 +145,7 @@ def create_app(settings: Settings, store: Store | None = None, *, close_store: b
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         # Answered outside the middleware (Starlette's outermost error handler), so the headers are added here.
-        headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
+        headers = {name.decode(): value.decode() for name, value in ANSWER_HEADERS}
         return error_response(500, "internal_error", f"internal error: {type(exc).__name__}", headers=headers)
 
     def openapi() -> dict[str, Any]:

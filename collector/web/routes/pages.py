@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
 from schemas import GpuCounters, TimingStats
+from schemas.contract import THIS
 from schemas.labels import HOSTNAME, describe, headline, per_watt
 
 from ...analysis import health
@@ -121,7 +122,8 @@ def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
             "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" + _host(t) if t else "",
             "notes": ", ".join(r.flags) + (f" {r.reason}" if r.reason else ""),
         })  # fmt: skip
-    return _page("run.html", run=run, results=results, counter_names=list(GpuCounters.model_fields))
+    return _page("run.html", run=run, results=results, counter_names=list(GpuCounters.model_fields),
+                 not_understood=store.reads().not_understood(run_id), contract=THIS)  # fmt: skip
 
 
 def _host(t: TimingStats) -> str:
