@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from .results import Flag
-
 from .gpu_specs import GpuSpec
+from .results import Flag
 
 #: Flags that keep a result out of every figure, health or not (the collector's ``figures.TRUSTED`` is built from
 #: them): a measurement error, wrong numerics, a window the host starved (a busy host's figure, not the device's).
