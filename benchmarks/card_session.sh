@@ -22,7 +22,6 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
   nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,power.default_limit,clocks.max.sm,temperature.gpu \
     --format=csv,noheader | tee "$OUT/card.txt"
   python3 -c 'import torch, transformers, triton, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, triton.__version__)' | tee -a "$OUT/card.txt"
-  git log -1 --format='code %h %cI' 2>/dev/null | tee -a "$OUT/card.txt"
   if [[ $STAGES == *" tests "* ]]; then
     log "gpu tests"
     timeout "${TESTS_S:-300}" python3 -m pytest -m gpu ${TESTS:-tests/gpu} -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 12
