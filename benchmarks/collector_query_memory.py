@@ -181,7 +181,7 @@ def main_served(args: argparse.Namespace) -> None:
         for label, root, env in lines:
             for name in args.queries:
                 r = served(root, env, SERVED[name])
-                print(f"{label:52} {name:13} {r['answer']:26} {r['s']:5.1f}s {r['peak_mb']:+7.0f}MB  "
+                print(f"{label:52} {name:13} {r['answer']:26} {r['s']:5.1f}s {r['peak_mb']:+7.0f}MiB "
                       f"{r['posted']:>9} / {r['refused']:<3}  {r['slowest_post_s']:.2f}s"
                       + ("" if r["all_posts_ok"] else "  (posts outside it refused)"), flush=True)  # fmt: skip
 
