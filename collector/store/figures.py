@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from schemas.health_figures import HEALTH_FIGURES, UNTRUSTED_FLAGS, HealthFigure
-from schemas.labels import PER_WATT_SUFFIX, PER_WATT_UNITS
+from schemas.labels import IMPLEMENTATIONS, PER_WATT_SUFFIX, PER_WATT_UNITS
 
 #: Results that may become a figure: ok, and not flagged as a measurement error, wrong numerics or a starved window
 #: (``schemas.health_figures.UNTRUSTED_FLAGS``, which the agent's own verdicts apply too: one list).
@@ -115,7 +115,7 @@ def _inference(key: str, label: str, model: str) -> list[Figure]:
     measured on the same GPU (``copy_fraction``) at batch 1 and 32."""
     return [
         *_llm(key, label, model, "transformers", "", ""),
-        *_llm(key, label, model, "torch", "_torch", ", plain torch"),
+        *_llm(key, label, model, "torch", "_torch", f", {IMPLEMENTATIONS['torch']}"),
     ]
 
 

@@ -116,6 +116,8 @@ def test_the_sql_command_asks_a_running_collector_and_says_so_when_the_file_is_h
                           "SELECT 7 AS answer, 'x' AS word")  # fmt: skip
     assert asked.returncode == 0, asked.stderr
     assert asked.stdout.splitlines() == ["answer,word", "7,x"]
+    table = collector_cli("sql", "--collector", server.url, "SELECT 0.004205383872380331::DOUBLE AS share")
+    assert " 0.00421 " in table.stdout and "0.0042053" not in table.stdout  # a table for people: as pages write it
     refused = collector_cli("sql", "--collector", server.url, HUGE)
     assert refused.returncode == 1
     assert "the collector answered 400: the query took more than" in refused.stderr
