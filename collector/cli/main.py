@@ -184,7 +184,8 @@ def sql(
         int | None, typer.Option(help="Stop after this many rows (default: the sql_max_rows setting, 10,000).")
     ] = None,
     collector: Annotated[
-        str | None, typer.Option(help="Ask the collector serving the database at this URL instead of opening --db.")
+        str | None,
+        typer.Option(metavar="URL", help="Ask the collector serving the database at this URL instead of opening --db."),
     ] = None,
     token: Annotated[
         str | None, typer.Option(envvar="FLOPFLEET_TOKEN", help="A token with the read scope, with --collector.")

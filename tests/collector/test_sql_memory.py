@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from collector.store import Store
+from collector.store.sqlguard import QueryTooLarge
 from collector.web.tokens import TokenStore
 from tests.conftest import HANG_GUARD_S, collector_cli
 from tests.factories import make_run, matmul
@@ -131,3 +132,23 @@ def test_the_sql_command_has_the_servers_memory_share(tmp_path: Path) -> None:
                           text=True, env=env, timeout=HANG_GUARD_S)  # fmt: skip
     assert done.returncode == 1
     assert "error: the query took more than" in done.stderr and "sql_memory_limit" in done.stderr
+
+
+def test_a_scan_of_a_large_table_is_not_counted_as_taken(tmp_path: Path) -> None:
+    """Reading a table caches its blocks (memory DuckDB evicts by itself): a streaming aggregate over it takes
+    nothing of its own, and is answered under a share smaller than those blocks; a DISTINCT over it is stopped."""
+    import duckdb
+
+    db = tmp_path / "db.duckdb"
+    with duckdb.connect(str(db)) as con:  # written, checkpointed and closed: no block of it in memory
+        con.execute(
+            "CREATE TABLE wide AS SELECT range AS a, random() AS b, md5(range::VARCHAR) AS s FROM range(6000000)"
+        )
+    share = 64 * 10**6
+    with Store(db, threads=1) as store:
+        scanned = store.sql("SELECT sum(a), count(b), max(s) FROM wide", timeout_s=600, max_memory=share)
+        assert scanned.rows[0][:2] == (17999997000000, 6000000)
+        cached = store.connection().execute("SELECT memory_usage_bytes FROM duckdb_memory() WHERE tag = 'BASE_TABLE'")
+        assert cached.fetchall()[0][0] > share  # its blocks, cached: more than the share, not the query's to keep
+        with pytest.raises(QueryTooLarge):
+            store.sql("SELECT count(*) FROM (SELECT DISTINCT s FROM wide)", timeout_s=600, max_memory=share)
