@@ -9,11 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
 from rich.text import Text
 
-from schemas.terminal import literal
+from schemas.terminal import console, literal
 
 from ..errors import ConfigError, HostBusy
 from ..machine.occupancy import check_when_busy
@@ -34,8 +33,8 @@ EXIT_KEPT = 75
 #: docs/contract.md). Unlike 75, trying again will not help: a scheduler should not retry.
 EXIT_REFUSED = 78
 
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 
 def names(values: list[str]) -> tuple[str, ...]:

@@ -29,8 +29,9 @@ DATASHEET = (
     ("Memory (datasheet)", "GB", "memory_gb", "memory_gb"),
     ("Memory bandwidth (datasheet)", "GB/s", "bandwidth_gbps", "bandwidth_gbps"),
 )
-#: The derived row of TFLOPS per $1,000 (the price chart's title and bar too).
-PER_KUSD = ("FP16 matmul per $1,000", "TFLOPS")
+#: The derived row of FP16 TFLOPS per $1,000 of the card's price: its label and unit (the price chart's title, bar and
+#: axis too, which say the unit whole: TFLOPS alone would be a card's throughput, not its price/performance).
+PER_KUSD = ("FP16 matmul price/performance", "TFLOPS per $1,000")
 #: The figures whose per-watt twins (the figure over the board's mean power while it was measured) the table shows
 #: after the price rows: what a power bill is compared on. Every other twin is in ``figures`` and the SQL views.
 PER_WATT_ROWS = tuple(key + PER_WATT_SUFFIX for key in (

@@ -14,6 +14,7 @@ from schemas.labels import HOSTNAME, SOFTWARE, software_text
 from schemas.verdicts import REFERENCE_WORDS
 
 from .numbers import number, percent
+from .query import shown
 
 
 def _when(value: datetime | str | None) -> str:
@@ -43,7 +44,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(pct=percent, signed_pct=_signed_pct, when=_when, number=number, version=_version,
-                       software=software_text)  # fmt: skip
+                       software=software_text, shown=shown)  # fmt: skip
     # The words a column is headed with, defined once (schemas.labels, schemas.verdicts).
     env.globals.update(
         HOSTNAME=HOSTNAME,

@@ -56,6 +56,7 @@ class Store:
         threads: int | None = None,
         retention_days: int = 0,
         archive_dir: Path | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         self.path = path
         self.read_only = read_only
@@ -68,6 +69,8 @@ class Store:
         config: dict[str, Any] = {} if read_only else {"checkpoint_threshold": CHECKPOINT_LIMIT}
         if threads is not None:
             config["threads"] = threads
+        if memory_limit is not None:  # what DuckDB as a whole may take (``harden`` sets it again for a server)
+            config["memory_limit"] = memory_limit
         self._config = config
         self.refresher = Refresher()
         self.commits = GroupCommit(self.refresher)
@@ -126,14 +129,12 @@ class Store:
         alone (the verdicts) can be kept until then."""
         return (self._instance, self.refresher.refreshed_to)
 
-    def sql(
-        self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
-    ) -> QueryResult:
-        """A reader's own SQL: one checked statement, read-only, interrupted after ``timeout_s``, cut at
-        ``max_rows`` rows or ``max_bytes`` bytes of values (``sqlguard``). The archive's files stay where they are
-        meanwhile, so ``all_results`` finds every run once."""
+    def sql(self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None,
+            max_bytes: int = DEFAULT_MAX_BYTES, max_memory: int | None = None) -> QueryResult:  # fmt: skip
+        """A reader's SQL through ``sqlguard``'s limits; the archive stays put meanwhile (``all_results`` is whole)."""
         with self.folder.reading():
-            return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes)
+            return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes,
+                             max_memory=max_memory, gauge=self._cursor)  # fmt: skip
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for one request or command: cheap, and safe to use from its own thread; StorageUnavailable

@@ -13,7 +13,8 @@ CollectorError
  ├── RunConflict         a run_id already stored with a different payload (409)
  ├── NotFound            no such run (404)
  ├── QueryRefused        SQL that is not one read-only statement (400)
- ├── QueryFailed         SQL that DuckDB could not run (400); QueryTimeout (sqlguard): stopped, with no rows (400)
+ ├── QueryFailed         SQL that DuckDB could not run (400); QueryTimeout (sqlguard): stopped, with no rows (400);
+ │                       QueryTooLarge (sqlguard): stopped past its memory share, sql_memory_limit (400)
  ├── MissingDatabase     no database at --db, or no folder for a new one (a typo?)                 exit 66
  ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)          exit 75
  ├── CorruptDatabase     the file is not a (whole) DuckDB database: left untouched                 exit 65

@@ -174,7 +174,8 @@ async def sql_page(_: Reader, store: StoreDep, settings: SettingsDep, sql: str =
     if sql.strip():
         try:
             result = await run_in_threadpool(store.sql, sql, max_rows=cap, timeout_s=settings.sql_timeout_s,
-                                             max_bytes=settings.sql_max_bytes)  # fmt: skip
+                                             max_bytes=settings.sql_max_bytes,
+                                             max_memory=settings.sql_memory_bytes())  # fmt: skip
         except CollectorError as exc:
             error = exc.message
     catalog = await run_in_threadpool(lambda: views.sql_catalog(store.reads()))
