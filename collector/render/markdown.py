@@ -68,7 +68,7 @@ def report_markdown(
     machines: list[MultiGpuMachine] | None = None,
     starved: tuple[int, int] = (0, 0),
 ) -> str:
-    if not cmp.cards:
+    if not any(c.measured for c in cmp.cards):
         return "# flopfleet comparison\n\nNo results stored yet.\n"
     left_out = starved_note(*starved)
     lines = [

@@ -15,6 +15,7 @@ import pytest
 from collector.read.report import build_report
 from collector.read.views import charts, comparison, fleet_health, version_changes
 from collector.store import Store
+from schemas.baselines import bundled
 from tests.fixture_db import build_fixture_db
 
 EXPECTED = Path(__file__).with_name("expected")
@@ -37,13 +38,18 @@ def _check(name: str, text: str) -> None:
 
 def test_cards_are_grouped_by_model_memory_and_power_limit(store: Store) -> None:
     cmp = comparison(store.reads())
-    measured = [c.label for c in cmp.cards if not c.published]
+    measured = [c.label for c in cmp.cards if c.measured]
     assert measured == [
         "NVIDIA A100-SXM4-80GB 80 GiB · 700 W",
         "NVIDIA H100 80GB HBM3 80 GiB · 500 W",
         "NVIDIA H100 80GB HBM3 80 GiB · 700 W",
         "NVIDIA H100 PCIe 80 GiB · 350 W",
     ]
+    # Beside them, the baselines flopfleet ships of cards this collector has not measured, labelled as baselines.
+    shipped = [c for c in cmp.cards if c.baseline]
+    assert {c.label.split(" baseline (")[0] for c in shipped} == {c.card for b in bundled() for c in b.cards}
+    assert all(c.devices >= 1 and c.spec is not None for c in shipped)
+    assert any("not this collector's measurements" in note for note in cmp.notes)
 
 
 def test_cells_are_medians_of_each_devices_best_without_measurement_errors(store: Store) -> None:
