@@ -26,7 +26,8 @@ READS_MAJORS: tuple[int, ...] = (1,)
 PLAIN_MINOR = 1
 #: The minor this code writes on its runs: its own, or 0 while its runs are plain 1.0 runs.
 RUN_MINOR = MINOR if MINOR > PLAIN_MINOR else 0
-#: The collector's answers say its version (``1.1``) and the majors it reads (``1``), whatever the status.
+#: The collector's answers say its version (``1.1``) and the majors it reads (``1``), whatever the status; an agent's
+#: requests say its own version, so that the collector answers in a shape it reads (``answer_exclude``).
 CONTRACT_HEADER = "Flopfleet-Contract"
 MAJORS_HEADER = "Flopfleet-Contract-Majors"
 
@@ -98,3 +99,26 @@ class Peer:
             said = f"the collector reads contract {majors_text(self.majors)} (it is {self.version})"
             return f"{said}; this run is {run}: {fix}"
         return None
+
+
+#: A verdict's figure as readers from before the versioned contract know it. They read answers strictly (every reader
+#: since 1.1 ignores fields it does not know), so a request that states no contract is answered without the fields a
+#: figure gained since: which reference judged it (``held_to``, ``healthy_down_to``) and whose baseline it was held
+#: against (``baseline_kind``).
+FIGURE_VERDICT_1_0 = frozenset({
+    "figure", "level", "value", "unit", "peers", "peer_count", "history", "baseline", "baseline_threshold",
+    "baseline_of", "floor", "threshold", "failing", "window", "reason", "note",
+})  # fmt: skip
+
+
+def request_headers() -> dict[str, str]:
+    """What an agent says of its contract on every request."""
+    return {CONTRACT_HEADER: str(THIS)}
+
+
+def answer_exclude(headers: Mapping[str, str], figure_fields: frozenset[str]) -> dict[str, Any] | None:
+    """What to leave out of a verdicts answer (``GpuVerdict.model_dump``'s ``exclude``) for a reader that sent
+    ``headers``: a reader that states no contract gets the 1.0 figure's fields alone; None: everything."""
+    if Version.parse(headers.get(CONTRACT_HEADER, "")) is not None:
+        return None
+    return {"figures": {"__all__": set(figure_fields - FIGURE_VERDICT_1_0)}}

@@ -204,3 +204,38 @@ def test_a_run_of_a_newer_major_is_held_and_not_sent_again(
         assert (f"the collector reads contract {THIS.major}.x (it is {THIS}); this run is {THIS.major + 1}.0: upgrade "
                 "the collector; the runs stay in the spool") in said  # fmt: skip
         assert path.exists() and _posts(served.url, served.auth) == before
+
+
+_READ_VERDICTS = """
+import sys, httpx
+from pydantic import TypeAdapter
+from schemas.verdicts import GpuVerdict
+answer = httpx.get(sys.argv[1], headers={"Authorization": "Bearer " + sys.argv[2]})
+verdicts = TypeAdapter(list[GpuVerdict]).validate_json(answer.content)
+print(len(verdicts), len(verdicts[0].figures), verdicts[0].level.value)
+"""
+
+
+def test_an_earlier_agent_reads_this_collector_s_verdicts_and_this_one_gets_what_they_gained(
+    earlier: Earlier, served: Collector
+) -> None:
+    from schemas.contract import request_headers
+    from tests.factories import bandwidth, gpu, layer, make_run, matmul
+
+    results = [matmul(8192, "bf16", 700.0), bandwidth(1 << 28, 3000.0), layer("bert_layer", "fwd+bwd", 64, 512, 440.0)]
+    host = gpu(uuid="GPU-0e0e0e0e-0000-4000-8000-000000000001")
+    run = make_run(results, gpus=[host], hostname="verdict-host")
+    posted = httpx.post(f"{served.url}/api/v1/runs", content=run.model_dump_json(), headers={
+        **served.auth, "Content-Type": "application/json"})  # fmt: skip
+    assert posted.status_code in (200, 201), posted.text
+    url = f"{served.url}/api/v1/verdicts?host=verdict-host"
+    # The earlier release's strict models, in a process of its own, read the answer it gets (no contract stated).
+    done = subprocess.run([sys.executable, "-c", _READ_VERDICTS, url, served.token], capture_output=True, text=True,
+                          cwd=earlier.root, env=earlier.env(), timeout=HANG_GUARD_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:2] == ["1", "3"]
+    # This checkout's agent states its contract and gets which reference judged each figure.
+    figures = httpx.get(url, headers={**served.auth, **request_headers()}).json()[0]["figures"]
+    assert all(f["held_to"] and f["healthy_down_to"] is not None for f in figures)
+    plain = httpx.get(url, headers=served.auth).json()[0]["figures"]
+    assert all("held_to" not in f for f in plain)
