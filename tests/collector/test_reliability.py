@@ -17,6 +17,7 @@ from agent.run.upload import post
 from collector.store import Store
 from collector.web.tokens import TokenStore
 from schemas import RunSubmission
+from schemas.contract import Version
 from tests.collector.conftest import query
 from tests.factories import make_run, matmul
 from tests.servers import CollectorProcess, serve_collector
@@ -43,7 +44,8 @@ def _agents(
     def agent(mine: list[RunSubmission]) -> None:
         with httpx.Client() as client:
             for run in mine:
-                receipt, why = post(client, config, run.model_dump_json().encode(), run.run_id)
+                version = Version(run.schema_version, run.schema_minor)
+                receipt, why = post(client, config, run.model_dump_json().encode(), run.run_id, version)
                 with lock:
                     if receipt is not None:
                         acked.append(str(run.run_id))
