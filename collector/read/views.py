@@ -114,10 +114,15 @@ def measurements(reads: Reads, cards: list[str] | None = None) -> compare.Measur
 
 
 def comparison(
-    reads: Reads, cards: list[str] | None = None, prices: dict[str, float] | None = None, *, baselines: bool = False
+    reads: Reads,
+    cards: list[str] | None = None,
+    prices: dict[str, float] | None = None,
+    *,
+    baselines: bool = False,
+    others: bool = True,
 ) -> Comparison:
     """The cross-card table of every card, or of ``cards`` (measured or published); ``baselines``: each measured
-    card's baseline as a column beside it."""
+    card's baseline as a column beside it; ``others``: the baselines of cards not measured here beside them."""
     measured = [c for c in cards if not c.endswith(compare.PUBLISHED)] if cards else None
     data = measurements(reads, measured)
     index = baseline_index(reads)
@@ -125,8 +130,8 @@ def comparison(
     by_card = {card: index.entries(card) for card in here} if baselines else {}
     # The baselines of cards this collector has not measured, always: one card is seen beside flopfleet's measured
     # ones (their columns are labelled as baselines, as published ones are).
-    others = {card: index.entries(card) for card in index.cards() - here}
-    return compare.comparison(data, cards, prices, by_card, others)
+    beside = {card: index.entries(card) for card in index.cards() - here} if others else {}
+    return compare.comparison(data, cards, prices, by_card, beside)
 
 
 def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, machines_too: bool = False) -> Charts:
@@ -221,7 +226,7 @@ def card(reads: Reads, name: str) -> CardView:
     model = reads.card_model(name)
     if model is None:
         raise NotFound(f"no card {name!r}; see /cards")
-    cmp = comparison(reads, [name])
+    cmp = comparison(reads, [name], others=False)  # a card's page is that card's
     return CardView(
         card=name,
         cmp=cmp,
