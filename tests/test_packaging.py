@@ -82,5 +82,6 @@ def test_the_wheel_the_readme_installs_works_outside_the_checkout(tmp_path: Path
     db = str(tmp_path / "db.duckdb")
     assert "figures for" in installed("flopfleet-collector", "import-reference", "--db", db)  # the bundled table
     shipped = json.loads(installed("flopfleet-collector", "baseline", "list", "--db", db, "--format", "json"))
-    assert [b["cards"] for b in shipped if b["origin"] == "bundled"] == [["NVIDIA H200 140 GiB · 700 W"]]
+    bundled = sorted(card for b in shipped if b["origin"] == "bundled" for card in b["cards"])
+    assert bundled == ["NVIDIA H100 80GB HBM3 79 GiB · 700 W", "NVIDIA H200 140 GiB · 700 W"]  # the wheel has both
     assert installed("flopfleet-collector", "report", "--db", db, "--format", "html").startswith("<!doctype html>")

