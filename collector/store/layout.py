@@ -179,12 +179,19 @@ def migrate(cur: duckdb.DuckDBPyConnection, path: Path, archive_views: dict[str,
     while True:
         cur.begin()
         try:
-            unsummarised = {"runs": f"FROM runs ANTI JOIN device_runs USING (run_id) LIMIT {MIGRATE_RUNS}"}
-            unsummarised |= {t: f"FROM {t} SEMI JOIN new_runs USING (run_id)" for t in aggregates.SOURCES[1:]}
-            forget = "DELETE FROM figures WHERE run_id IN (SELECT run_id FROM new_runs)"
-            # Copied, not views: a view of "runs without summaries" would empty itself as the summaries go in.
-            summarise(cur, unsummarised, before=(forget, aggregates.RUN_SUMMARIES_LATE), copy=True)
-            done = count(cur, "new_runs")
+            # Their ids first, from the id columns alone: a join that carried every column of ``runs`` would read
+            # every stored payload to find none (9 s at 1,000,000 runs, most of a start).
+            cur.execute(
+                "CREATE OR REPLACE TEMP TABLE unsummarised AS "
+                f"SELECT run_id FROM runs ANTI JOIN device_runs USING (run_id) LIMIT {MIGRATE_RUNS}"
+            )
+            done = count(cur, "unsummarised")
+            if done:
+                unsummarised = {"runs": "FROM runs SEMI JOIN unsummarised USING (run_id)"}
+                unsummarised |= {t: f"FROM {t} SEMI JOIN new_runs USING (run_id)" for t in aggregates.SOURCES[1:]}
+                forget = "DELETE FROM figures WHERE run_id IN (SELECT run_id FROM new_runs)"
+                # Copied, not views: a view of "runs without summaries" would empty itself as the summaries go in.
+                summarise(cur, unsummarised, before=(forget, aggregates.RUN_SUMMARIES_LATE), copy=True)
             cur.execute("INSERT OR REPLACE INTO meta VALUES ('db_version', ?)", [str(DB_VERSION)])
             cur.commit()
         except BaseException:
