@@ -12,6 +12,8 @@ from schemas.api import RUNS_PATH, SQL_PATH
 from schemas.health_figures import HEALTH_FIGURES
 from schemas.labels import HOSTNAME, SOFTWARE, software_text
 
+from ..analysis.fleet import LEVELS, PAGE, Filter
+from .fleet import list_url
 from .numbers import number, percent
 
 
@@ -45,7 +47,15 @@ def environment() -> Environment:
                        software=software_text)  # fmt: skip
     # The words a column is headed with, defined once (schemas.labels, schemas.verdicts).
     env.globals.update(
-        HOSTNAME=HOSTNAME, SOFTWARE=SOFTWARE, HEALTH_FIGURES=HEALTH_FIGURES, RUNS_PATH=RUNS_PATH, SQL_PATH=SQL_PATH
+        HOSTNAME=HOSTNAME,
+        SOFTWARE=SOFTWARE,
+        HEALTH_FIGURES=HEALTH_FIGURES,
+        RUNS_PATH=RUNS_PATH,
+        SQL_PATH=SQL_PATH,
+        LEVELS=LEVELS,
+        EVERY_GPU=Filter(),
+        PAGE=PAGE,
+        list_url=list_url,
     )
     return env
 

@@ -15,6 +15,13 @@ from .errors import BadRequest
 from .tables import COUNTERS
 
 Row = tuple[Any, ...]
+#: The error counters the GPU page shows of each run, from its row of ``gpus`` (as ``gpu_counters`` names them).
+GPU_PAGE_COUNTERS = {
+    "ecc_uncorrected": "g.ecc_uncorrected_aggregate_after",
+    "remapped_uncorrectable": "g.remapped_rows_uncorrectable_after",
+    "pcie_replays": "g.pcie_replays_after - g.pcie_replays_before",
+    "xid_count": "CAST(json_array_length(g.xid_events) AS INTEGER)",
+}
 
 
 def cards_filter(cards: list[str] | None, column: str = "card") -> tuple[str, list[object]]:
@@ -85,15 +92,19 @@ class FleetReads(Queries):
             [figures, *([model] if model else [])],
         )
 
-    def gpu_history(self, device: str) -> list[dict[str, Any]]:
-        """Every run of one GPU, newest first, with its key figures."""
+    def gpu_runs(self, device: str) -> int:
+        """How many runs measured one GPU (0: none)."""
+        return int(self._one("SELECT runs FROM device_latest WHERE device_id = ?", [device]) or 0)
+
+    def gpu_history(self, device: str, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """One GPU's runs, newest first (``limit`` of them from ``offset``), with its key figures and counters."""
+        columns = ", ".join(f"{expr} AS {name}" for name, expr in GPU_PAGE_COUNTERS.items())
         return self._dicts(
-            """SELECT h.*, c.ecc_uncorrected_aggregate_after AS ecc_uncorrected, c.remapped_rows_uncorrectable_after
-                      AS remapped_uncorrectable, c.pcie_replays_during AS pcie_replays, c.xid_count
-               FROM (SELECT * FROM device_runs WHERE device_id = ?) h
-               LEFT JOIN gpu_counters c ON c.run_id = h.run_id AND c.gpu_index IS NOT DISTINCT FROM h.gpu_index
-               ORDER BY h.started_at DESC""",
-            [device],
+            f"""SELECT h.*, {columns}
+               FROM (SELECT * FROM device_runs WHERE device_id = ? ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?) h
+               LEFT JOIN gpus g ON g.run_id = h.run_id AND g.gpu_index = h.gpu_index
+               ORDER BY h.started_at DESC, h.run_id""",
+            [device, limit, offset],
         )
 
     def version_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
