@@ -367,6 +367,19 @@ def archive(db: DbOpt = Path("flopfleet.duckdb")) -> None:
 
 
 @app.command()
+def compact(db: DbOpt = Path("flopfleet.duckdb")) -> None:
+    """Give back the disk space of archived runs: rewrite the database into a new file and swap it in (DuckDB reuses
+    freed space but never shrinks its file). Stop the collector first; the disk needs room for what is kept."""
+    from ..store.compact import compact as rewrite
+
+    settings = settings_for(db)
+    done = rewrite(settings.db)
+    mib = 2**20
+    out.print(literal(f"{settings.db}: {done.before / mib:,.0f} MiB before ({done.free_before / mib:,.0f} MiB of it "
+                      f"free), {done.after / mib:,.0f} MiB now"))  # fmt: skip
+
+
+@app.command()
 def version() -> None:
     """Print the collector's version."""
     out.print(__version__)
