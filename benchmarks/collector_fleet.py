@@ -8,8 +8,9 @@ the runs kept. Prints figures; run on demand:
         --against ../before --dir /tmp/fleets                          # with the GPUs, at 10 runs a GPU
 
 Each fleet ``RUNS:GPUS`` is ``collector_million.fleet_file``'s (built once and kept in ``--dir``), served from a
-copy made once per invocation: ``flopfleet-collector serve`` in its own process, default settings, one checkout
-then the other, their order swapped each round (``--rounds``). Each start is timed to ``/readyz``; each request
+copy made once per invocation (and opened once by each checkout before anything is timed: a first open brings an
+older file up to date): ``flopfleet-collector serve`` in its own process, default settings, one checkout then
+the other, their order swapped each round (``--rounds``). Each start is timed to ``/readyz``; each request
 is made once untimed (the first judges the fleet), then ``--repeats`` times: min and median over all rounds.
 """
 
@@ -111,6 +112,8 @@ def main() -> None:
         for runs, gpus in fleets:
             work = Path(tmp) / f"work-{runs}-{gpus}.duckdb"
             shutil.copyfile(fleet_file(folder, runs, gpus), work)
+            for _, root in sides:  # a first open brings an older file up to date: once, untimed
+                CollectorProcess(work, root=root).stop()
             wanted = requests(work)
             labels = [label for label, _ in wanted]
             got: Sides = {name: ({}, []) for name, _ in sides}

@@ -15,13 +15,6 @@ from .errors import BadRequest
 from .tables import COUNTERS
 
 Row = tuple[Any, ...]
-#: The error counters the GPU page shows of each run, from its row of ``gpus`` (as ``gpu_counters`` names them).
-GPU_PAGE_COUNTERS = {
-    "ecc_uncorrected": "g.ecc_uncorrected_aggregate_after",
-    "remapped_uncorrectable": "g.remapped_rows_uncorrectable_after",
-    "pcie_replays": "g.pcie_replays_after - g.pcie_replays_before",
-    "xid_count": "CAST(json_array_length(g.xid_events) AS INTEGER)",
-}
 
 
 def cards_filter(cards: list[str] | None, column: str = "card") -> tuple[str, list[object]]:
@@ -97,13 +90,11 @@ class FleetReads(Queries):
         return int(self._one("SELECT runs FROM device_latest WHERE device_id = ?", [device]) or 0)
 
     def gpu_history(self, device: str, limit: int, offset: int = 0) -> list[dict[str, Any]]:
-        """One GPU's runs, newest first (``limit`` of them from ``offset``), with its key figures and counters."""
-        columns = ", ".join(f"{expr} AS {name}" for name, expr in GPU_PAGE_COUNTERS.items())
+        """One GPU's runs, newest first (``limit`` of them from ``offset``), with its key figures and counters: its
+        rows found through ``device_runs``' index (``aggregates.INDEXES``), then ordered."""
         return self._dicts(
-            f"""SELECT h.*, {columns}
-               FROM (SELECT * FROM device_runs WHERE device_id = ? ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?) h
-               LEFT JOIN gpus g ON g.run_id = h.run_id AND g.gpu_index = h.gpu_index
-               ORDER BY h.started_at DESC, h.run_id""",
+            """WITH mine AS MATERIALIZED (SELECT * FROM device_runs WHERE device_id = ?)
+               SELECT * FROM mine ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?""",
             [device, limit, offset],
         )
 

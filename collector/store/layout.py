@@ -225,6 +225,11 @@ def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> No
         cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'run_summaries' AND column_name = 'starved')"
     ):  # summarised before results could be starved: NULL, none was
         cur.execute("ALTER TABLE run_summaries ADD COLUMN starved INTEGER")
+    if not count(
+        cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'device_runs' AND column_name = 'xid_count')"
+    ):  # kept before the GPU page read its counters from it
+        for sql in aggregates.device_counters_backfill():
+            cur.execute(sql)
     for name, sql in VIEWS.items():
         cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     _create_archive_views(cur, archive_views)

@@ -11,11 +11,13 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import httpx
 import pytest
 
 from benchmarks.collector_million import build
 from collector.analysis.fleet import LEVELS, NEEDS_ACTION, PAGE
+from collector.store.aggregates import DEVICE_COUNTERS
 from tests.servers import Collector, serve_collector
 
 #: 120 GPUs of each card: the fleet and each card's list are larger than a page. Three checks each, so that a slow
@@ -145,14 +147,30 @@ def test_reports_summarise_and_list_what_needs_action(fleet: Collector, every_gp
     assert len(html) < 2 * len(md) + 200_000  # a summary, not a row per GPU
 
 
-def test_a_gpu_page_lists_its_runs_a_page_at_a_time(tmp_path: Path) -> None:
+def test_a_gpu_page_lists_its_runs_a_page_at_a_time_with_their_counters(tmp_path: Path) -> None:
     db = generate(tmp_path / "two.duckdb", 2 * (PAGE + 1), 2)
+    with duckdb.connect(str(db)) as con:  # as a collector before the GPU page read its counters kept left it
+        con.execute("DROP INDEX device_runs_device")
+        for name, _, _ in DEVICE_COUNTERS:
+            con.execute(f"ALTER TABLE device_runs DROP COLUMN {name}")
     with serve_collector(db) as site:
         device = _gpus(_get(site, "/health").text)[0]
-        runs = httpx.get(site.url + "/api/v1/sql", params={"sql": f"SELECT run_id FROM devices WHERE device_id = "
-                                                                  f"'{device}' ORDER BY started_at DESC"})  # fmt: skip
-        expected = [row[0] for row in runs.json()["rows"]]
+        sql = (
+            "SELECT run_id, ecc_uncorrected_aggregate_after, remapped_rows_uncorrectable_after, pcie_replays_during, "
+            f"xid_count FROM gpu_counters WHERE gpu_uuid = '{device}' ORDER BY started_at DESC"
+        )
+        expected = httpx.get(site.url + "/api/v1/sql", params={"sql": sql}).json()["rows"]
         first, second = (_get(site, f"/gpus/{device}", page=n).text for n in (1, 2))
-        shown = [re.findall(r'href="/runs/([^"]+)"', page.split('id="history"', 1)[1]) for page in (first, second)]
+        shown = [_history(page) for page in (first, second)]
         assert shown == [expected[:PAGE], expected[PAGE:]] and len(expected) == PAGE + 1
         assert f"Runs 1–{PAGE} of {PAGE + 1}, newest first" in first and 'rel="next" href="?page=2"' in first
+
+
+def _history(page: str) -> list[list[object]]:
+    """(run, its four counters) of each row of a GPU page's history, as the page shows them."""
+    rows = []
+    for row in page.split('id="history"', 1)[1].split("<tbody>", 1)[1].split("</tr>")[:-1]:
+        run = re.findall(r'href="/runs/([^"]+)"', row)[0]
+        counters = re.findall(r'<td class="num">([^<]*)</td>', row)[-4:]
+        rows.append([run, *(None if c == "unknown" else int(c) for c in counters)])
+    return rows
