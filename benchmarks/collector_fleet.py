@@ -113,7 +113,10 @@ def main() -> None:
             work = Path(tmp) / f"work-{runs}-{gpus}.duckdb"
             shutil.copyfile(fleet_file(folder, runs, gpus), work)
             for _, root in sides:  # a first open brings an older file up to date: once, untimed
-                CollectorProcess(work, root=root).stop()
+                if root == ROOT:
+                    Store(work).close()  # in this process: a long migration may outlast a server's start deadline
+                else:
+                    CollectorProcess(work, root=root).stop()
             wanted = requests(work)
             labels = [label for label, _ in wanted]
             got: Sides = {name: ({}, []) for name, _ in sides}
