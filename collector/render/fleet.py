@@ -60,8 +60,9 @@ def spread_charts(summary: Summary) -> dict[str, list[tuple[Spread, str]]]:
 
 
 def text_histogram(s: Spread) -> str:
-    """``s`` in one line of text (the Markdown report): block characters from the lowest value to the highest."""
-    blocks = " ▁▂▃▄▅▆▇█"
+    """``s`` in one line of text (the Markdown report): block characters from the lowest value to the highest, a
+    dot where no GPU is (a space would collapse in a rendered table)."""
+    blocks = "·▁▂▃▄▅▆▇█"
     tallest = max(b.gpus for b in s.bins)
     bars = "".join(blocks[max(1, round(b.gpus / tallest * 8))] if b.gpus else blocks[0] for b in s.bins)
     return f"{number(s.low)} {bars} {number(s.high)}"
