@@ -33,7 +33,7 @@ class DeviceError(AgentError):
 
 
 class CollectorRefused(AgentError):
-    """Sending again will not help: a person must fix the token or the URL (``upload.first_contact``)."""
+    """Sending again will not help: a person must fix the token or the URL (``contact.first_contact``)."""
 
 
 class HostBusy(AgentError):

@@ -1,12 +1,14 @@
-"""Leave one GPU out: is the bundled H200 baseline's threshold honest for an H200 it has never seen?
+"""Leave one GPU out: is a bundled baseline's threshold honest for a GPU of its card it has never seen?
 
 Each GPU's first healthy run of each suite is judged as ``flopfleet-agent check`` judges a first check without a
 collector (``agent.run.check.judge_locally``: no peers, no history, only the baseline and the floors) against a
 baseline built by ``scripts/bundle_baselines.py`` from the same committed runs less every run of that GPU. A level
 other than ``ok`` is a false alarm: every run here is healthy. The checks kept as figures without a UUID
-(health-*.json), in no baseline, are judged against the whole bundle too. On the CPU, from docs/results/h200/:
+(health-*.json, the H200's), in no baseline, are judged against the whole bundle too. On the CPU, from
+docs/results/<card>/ (``scripts/bundle_baselines.SHIPPED``):
 
-    python benchmarks/baseline_leave_one_out.py
+    python benchmarks/baseline_leave_one_out.py              # the H200
+    python benchmarks/baseline_leave_one_out.py --card h100
 
 Prints, in order: the bundle's health figures with the threshold verdicts hold a GPU to; each GPU's runs, used or
 why not; the leave-one-out table; the checks without a UUID; the count of false alarms (exit 1 if any).
@@ -34,7 +36,7 @@ from schemas.health_figures import HEALTH_FIGURES, figure_values  # noqa: E402
 from schemas.judgement import GpuFacts, Measured, judge_gpu  # noqa: E402
 from schemas.verdicts import GpuVerdict, Level, baseline_reference  # noqa: E402
 from scripts.bundle_baselines import (  # noqa: E402
-    RESULTS,
+    SHIPPED,
     SUITES,
     Committed,
     as_bundled,
@@ -108,9 +110,11 @@ def leave_one_out(runs: Sequence[Committed], found: Sequence[Measurement]) -> li
     return out
 
 
-def recorded(bundle: BaselineBundle, folder: Path = RESULTS) -> list[Judged]:
+def recorded(bundle: BaselineBundle, folder: Path) -> list[Judged]:
     """The checks kept as figures without their run files (health-*.json: no UUID, so in no baseline): each file's
     first healthy one, judged by the one judge against the whole bundle."""
+    if not (folder / "info.json").exists():
+        return []
     info = json.loads((folder / "info.json").read_text())["gpus"][0]
     model = gpu_model(info["name"], info["memory_bytes"])
     card = card_key(info["name"], info["memory_bytes"], info["power_limit_w"])
@@ -179,11 +183,12 @@ def table(rows: Sequence[Judged]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=Path, default=RESULTS, help="the folder of committed runs")
+    parser.add_argument("--card", choices=sorted(SHIPPED), default="h200", help="whose committed runs")
     args = parser.parse_args()
-    runs = committed(args.results)
+    card = SHIPPED[args.card]
+    runs = committed(card.results)
     found = stored([as_bundled(c.run) for c in runs if left_out(c.run) is None])
-    bundle, _ = bundle_of(found)
+    bundle, _ = bundle_of(found, card)
     if bundle is None:
         print("no baseline: no card has enough healthy runs")
         return 1
@@ -195,7 +200,7 @@ def main() -> int:
     print("\nleave one GPU out: each figure over the baseline of the other GPUs / that baseline's threshold; GPUs: "
           "how many it stands on ((level): none, not a test)")  # fmt: skip
     print("\n".join(table(rows)))
-    kept = recorded(bundle, args.results)
+    kept = recorded(bundle, card.results)
     print("\nchecks kept without their run files (no UUID, in no baseline), against the whole bundle:")
     print("\n".join(table(kept)))
     tested = [r for r in rows if r.tested]

@@ -151,21 +151,25 @@ def stalled(folder: Path, limit: int = 200, sockets: int = 250) -> None:
 
 
 def sql(folder: Path) -> None:
-    with collector(folder / "q.duckdb") as (proc, url):
-        before = _status(proc.pid, "VmRSS")
-        query = "SELECT repeat('x', 1000000) AS x FROM range(1000)"
-        began = time.perf_counter()
-        answer = httpx.get(f"{url}/api/v1/sql", params={"sql": query}, timeout=120)
-        elapsed = time.perf_counter() - began
-        body = answer.json() if answer.status_code == 200 else {}
-        peak = _status(proc.pid, "VmHWM") - before
-        time.sleep(3)
-        held = _status(proc.pid, "VmRSS") - before
-        print(
-            f"sql: {query}: HTTP {answer.status_code}, {len(answer.content) / 2**20:.1f} MiB answer, "
-            f"{body.get('row_count')} rows, truncated_by {body.get('truncated_by')}, {elapsed:.2f} s; collector "
-            f"peak RSS {peak:+.0f} MB, {held:+.0f} MB held 3 s later"
-        )
+    """A query of huge values: under the collector's defaults (a version with a memory share stops it there), then
+    with the whole of DuckDB's memory as its share (what the byte cap alone does)."""
+    query = "SELECT printf('%1000000d', range) AS x FROM range(1000)"  # repeat() is refused now (sqlguard)
+    for label, env in (("defaults", {}), ("FLOPFLEET_SQL_MEMORY_LIMIT=100%", {"FLOPFLEET_SQL_MEMORY_LIMIT": "100%"})):
+        with collector(folder / f"q-{len(env)}.duckdb", env=env) as (proc, url):
+            before = _status(proc.pid, "VmRSS")
+            began = time.perf_counter()
+            answer = httpx.get(f"{url}/api/v1/sql", params={"sql": query}, timeout=120)
+            elapsed = time.perf_counter() - began
+            body = answer.json()
+            peak = _status(proc.pid, "VmHWM") - before
+            time.sleep(3)
+            held = _status(proc.pid, "VmRSS") - before
+            said = body["error"]["code"] if answer.status_code != 200 else f"truncated_by {body.get('truncated_by')}"
+            print(
+                f"sql ({label}): {query}: HTTP {answer.status_code} {said}, {len(answer.content) / 2**20:.1f} MiB "
+                f"answer, {body.get('row_count')} rows, {elapsed:.2f} s; collector peak RSS {peak:+.0f} MB, "
+                f"{held:+.0f} MB held 3 s later"
+            )
 
 
 def _run_body(results: int = 300) -> tuple[str, bytes]:

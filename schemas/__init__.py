@@ -1,4 +1,4 @@
-"""The wire contract shared by the flopfleet agent and collector (schema version 1)."""
+"""The wire contract shared by the flopfleet agent and collector (its version: ``contract``, docs/contract.md)."""
 
 from .api import RunAccepted, RunsPage, RunSummary
 from .environment import (

@@ -20,6 +20,13 @@ class WireModel(BaseModel):
     )
 
 
+class Answer(WireModel):
+    """What the collector answers: read ignoring fields the reader does not know, so that a newer collector may add
+    one without an older agent losing the answer (docs/contract.md)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
 #: Short identifiers users type or filter on (benchmark names, model names, tag keys).
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")]
 #: Human-readable labels (GPU names, versions, hostnames).

@@ -189,6 +189,17 @@ def card_of_model(model: str, power_limit_w: float | None) -> str:
     return model + (f" · {round(power_limit_w)} W" if power_limit_w is not None else "")
 
 
+def card_power_w(card: str) -> float | None:
+    """The power limit a card (``card_of_model``) names, or None for a card without one."""
+    _, sep, tail = card.rpartition(" · ")
+    if not sep or not tail.endswith(" W"):
+        return None
+    try:
+        return float(tail[:-2])
+    except ValueError:
+        return None
+
+
 def card_key(name: str, memory_bytes: int | None, power_limit_w: float | None) -> str:
     """The collector's card of a GPU: its model and power limit."""
     return card_of_model(gpu_model(name, memory_bytes), power_limit_w)
@@ -298,6 +309,7 @@ class BaselineEntry:
     suite: str
     figure: BaselineFigure
     software: BaselineSoftware
+    gpu_name: str | None = None  # as the driver calls its GPUs: its datasheet
 
     @property
     def period(self) -> str:
@@ -335,7 +347,9 @@ class BaselineIndex:
                 if card.kind != "measured" or card.suite is None:
                     continue
                 for f in card.figures:
-                    entry = BaselineEntry(bundle.name, bundle.id, origin, card.card, card.suite, f, card.software)
+                    entry = BaselineEntry(
+                        bundle.name, bundle.id, origin, card.card, card.suite, f, card.software, card.gpu_name
+                    )
                     key = (card.card, card.suite, f.figure)
                     held = self._entries.get(key)
                     if held is None or self._rank(entry) < self._rank(held):

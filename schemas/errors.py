@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import WireModel
+from .base import Answer
 
 
-class ErrorDetail(WireModel):
+class ErrorDetail(Answer):
     """One failing field: ``loc`` is its dotted path in the payload, e.g. ``results.3.params.n``."""
 
     loc: str
@@ -15,11 +15,11 @@ class ErrorDetail(WireModel):
     type: str
 
 
-class ErrorInfo(WireModel):
+class ErrorInfo(Answer):
     code: str
     message: str
     details: tuple[ErrorDetail, ...] = Field(default=())
 
 
-class ErrorBody(WireModel):
+class ErrorBody(Answer):
     error: ErrorInfo

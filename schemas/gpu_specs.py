@@ -29,6 +29,16 @@ class GpuSpec:
     source: str
     note: str = ""
 
+    @property
+    def architecture(self) -> str:
+        """The chip's generation: cards of one architecture at one power limit are siblings (``schemas.siblings``)."""
+        return FAMILY[self.model][0]
+
+    @property
+    def pcie_gen(self) -> int | None:
+        """The host interface's PCIe generation by the datasheet (x16 lanes); None where it is not stated."""
+        return FAMILY[self.model][1]
+
     def peak_tflops(self, dtype: str) -> float | None:
         """The dense peak for a result's dtype; fp8 variants share one rate."""
         if dtype.startswith("fp8"):
@@ -60,6 +70,16 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
     GpuSpec("Instinct MI250X", r"MI250X", 47.9, None, 383, 383, None, 128, 3280, "c", "two GCDs"),
     GpuSpec("Instinct MI300X", r"MI300X", 163.4, 653.7, 1307.4, 1307.4, 2614.9, 192, 5300, "c"),
 )
+
+#: Each model's architecture and host interface (PCIe generation, x16), by its datasheet.
+FAMILY: dict[str, tuple[str, int | None]] = {
+    "Tesla V100 SXM2": ("Volta", 3), "Tesla V100 PCIe": ("Volta", 3), "Tesla T4": ("Turing", 3),
+    "A10": ("Ampere", 4), "A100 SXM4 40GB": ("Ampere", 4), "A100 PCIe 80GB": ("Ampere", 4),
+    "A100 SXM4 80GB": ("Ampere", 4), "RTX A6000": ("Ampere", 4), "L40S": ("Ada", 4), "L4": ("Ada", 4),
+    "H100 PCIe": ("Hopper", 5), "H100 SXM": ("Hopper", 5), "H200 SXM": ("Hopper", 5), "B200 SXM": ("Blackwell", None),
+    "GeForce RTX 3090 Ti": ("Ampere", 4), "GeForce RTX 3090": ("Ampere", 4), "GeForce RTX 4090": ("Ada", 4),
+    "GeForce GTX 960M": ("Maxwell", None), "Instinct MI250X": ("CDNA2", None), "Instinct MI300X": ("CDNA3", None),
+}  # fmt: skip
 
 #: Usable PCIe bandwidth per lane and direction in GB/s after line encoding (gen1-2 8b/10b, gen3+ 128b/130b).
 PCIE_GBPS_PER_LANE: dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
+
+from .gpu_specs import GpuSpec
+from .results import Flag
 
 #: Flags that keep a result out of every figure, health or not (the collector's ``figures.TRUSTED`` is built from
 #: them): a measurement error, wrong numerics, a window the host starved (a busy host's figure, not the device's).
 UNTRUSTED_FLAGS = frozenset({"above_peak", "wrong_result", "starved"})
+#: The flags a trusted result may carry: every flag this version knows but those. A flag it does not know (a newer
+#: agent's, stored as sent: docs/contract.md) keeps a result out too, since nothing here says it may be trusted.
+TRUSTABLE_FLAGS = frozenset(get_args(Flag)) - UNTRUSTED_FLAGS
 #: Flags that keep a GPU's whole run out of every baseline (``collector/store/fleet_reads.py``): any result
 #: untrusted, measured beside another process on the GPU (busy) or while the GPU slowed (throttled). A baseline is
 #: built from healthy conditions only.
@@ -83,7 +89,7 @@ HEALTH_FIGURES: dict[str, HealthFigure] = {
                      digits=0),
         # Pinned transfers on the H200 ended 2.6-5.8 % below their median in 4 of 23 healthy checks and dipped once
         # in 2 more, which a 3 % threshold confirmed once as "slow" (docs/results/h200.md), hence 10 %. A link that
-        # degrades halves the figure and is a fault of its own (``verdicts.counter_faults``).
+        # degrades halves the figure and is a fault of its own (``faults.counter_faults``).
         HealthFigure("h2d", "Host to device (pinned)", "GB/s", "higher", "transfer",
                      {"direction": "h2d", "pinned": True}, "gbps", ("pcie", 0.45), "transfer", min_threshold=0.10),
         # SDPA attention, as the agent runs it by default; transformers' layer or the plain-torch one (the health
@@ -107,8 +113,8 @@ def unit(key: str) -> str:
 
 
 def trusted(result: object) -> bool:
-    """Whether a result may make a figure: ok, and none of ``UNTRUSTED_FLAGS``."""
-    return getattr(result, "status", None) == "ok" and not UNTRUSTED_FLAGS & set(getattr(result, "flags", ()) or ())
+    """Whether a result may make a figure: ok, and every flag one of ``TRUSTABLE_FLAGS``."""
+    return getattr(result, "status", None) == "ok" and set(getattr(result, "flags", ()) or ()) <= TRUSTABLE_FLAGS
 
 
 def health_figure(result: object) -> str | None:
@@ -129,3 +135,18 @@ def figure_values(results: Sequence[object]) -> dict[tuple[int | None, str], flo
                 key = (getattr(r, "gpu_index", None), figure.key)
                 best[key] = max(best.get(key, float(value)), float(value))
     return best
+
+
+def datasheet_figure(key: str, spec: GpuSpec | None, link_gbps: float | None) -> float | None:
+    """The datasheet figure a health figure depends on (its floor's source) for a card of ``spec``: a dtype's dense
+    peak, the memory bandwidth, or the PCIe link's peak (``link_gbps``); None where it is not known."""
+    figure = HEALTH_FIGURES.get(key)
+    if figure is None:
+        return None
+    source = figure.floor[0]
+    if source == "pcie":
+        return link_gbps or None
+    if spec is None:
+        return None
+    value = spec.bandwidth_gbps if source == "bandwidth" else spec.peak_tflops(source)
+    return value or None

@@ -7,10 +7,18 @@ from pathlib import Path
 from typing import Any
 
 from .baselines import BASELINE_SCHEMA_VERSION, BaselineBundle
+from .contract import THIS, Version
 from .run import SCHEMA_VERSION, RunSubmission
 
 #: The generated file other tools can read; a test keeps it equal to what the models produce.
 SCHEMA_FILE = Path(__file__).with_name(f"run.v{SCHEMA_VERSION}.schema.json")
+#: The run's schema as each contract version had it, recorded once when the version is new: a test holds each to
+#: the one before it (only additions within a major) and the models to the current one (docs/contract.md).
+HISTORY = Path(__file__).with_name("history")
+
+
+def history_file(version: Version) -> Path:
+    return HISTORY / f"run-{version}.schema.json"
 
 
 def run_json_schema() -> dict[str, Any]:
@@ -41,6 +49,10 @@ def render_baseline_schema() -> str:
 
 
 def write_schemas() -> list[Path]:
-    """Both published schemas (``make schema``)."""
+    """Both published schemas (``make schema``), and the run's for this contract version if none is recorded yet
+    (never rewritten: a change to a recorded version's run is a new minor)."""
     BASELINE_SCHEMA_FILE.write_text(render_baseline_schema(), encoding="utf-8")
-    return [write_json_schema(), BASELINE_SCHEMA_FILE]
+    written = [write_json_schema(), BASELINE_SCHEMA_FILE]
+    if not history_file(THIS).exists():
+        written.append(write_json_schema(history_file(THIS)))
+    return written

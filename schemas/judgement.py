@@ -14,8 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .baselines import BaselineIndex, card_of_model
+from .baselines import BaselineIndex, card_of_model, card_power_w
+from .faults import counter_faults
+from .gpu_specs import pcie_peak_gbps
 from .health_figures import HEALTH_FIGURES
+from .siblings import sibling_reference
 from .verdicts import (
     DEFAULT_THRESHOLD,
     FigureJudgement,
@@ -23,7 +26,6 @@ from .verdicts import (
     Level,
     baseline_reference,
     baseline_summary,
-    counter_faults,
     figure_verdict,
     floor_of,
     gpu_level,
@@ -139,6 +141,11 @@ def judge_gpu(gpu: GpuFacts, measured: Mapping[str, Measured], baselines: Baseli
         if m is None or not m.values:
             continue
         baseline, note = baseline_reference(baselines, key, gpu.card, gpu.default_card, m.suite, gpu.software)
+        if baseline is None:
+            power = gpu.power_limit_default_w or card_power_w(gpu.card)
+            link = pcie_peak_gbps(latest[1], latest[3])
+            own = (gpu.card, gpu.default_card)
+            baseline = sibling_reference(baselines, key, m.suite, gpu.name, own, power, link)
         judged[key] = judge(key, m.values, peers=m.peers, floor=floor_of(key, gpu.name, latest[1], latest[3]),
                             threshold=m.threshold, baseline=baseline, note=note)  # fmt: skip
     faults: list[str] = []

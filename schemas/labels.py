@@ -43,6 +43,11 @@ def software_text(software: Software) -> str:
     return f"{', '.join(present)}; no {missing}"
 
 
+#: Whose model code ran a layer or an LLM, as a person reads it: transformers' classes, or the agent's own in plain
+#: torch. The SQL column ``implementation`` holds the key; labels, figures and chart series say the word.
+IMPLEMENTATIONS = {"transformers": "transformers", "torch": "plain torch"}
+
+
 def human_bytes(nbytes: float) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale:
@@ -106,16 +111,17 @@ def per_watt(result: Result) -> tuple[float, str] | None:
 
 
 def describe(result: Result) -> str:
-    """A short label for a result's params, e.g. 'bf16 n=8192' or 'gpt2-medium fwd+bwd b=64 s=1024'."""
+    """A short label for a result's params, e.g. 'bf16 n=8192' or 'llama-3-8b decode b=1 s=1024, plain torch': what
+    tells one result of a run from another of the same benchmark (pages, the agent's summary)."""
     p = result.params
     if isinstance(p, MatmulParams):
         return f"{p.dtype} n={p.n}" if p.m == p.n == p.k else f"{p.dtype} {p.m}x{p.n}x{p.k}"
     if isinstance(p, LayerParams):
-        return f"{p.model} {p.dtype} {p.mode} b={p.batch} s={p.seq_len}"
+        return f"{p.model} {p.dtype} {p.mode} b={p.batch} s={p.seq_len}, {IMPLEMENTATIONS[p.implementation]}"
     if isinstance(p, TrainingParams):
         return f"{p.model} b={p.batch} s={p.seq_len}"
-    if isinstance(p, InferenceParams):
-        return f"{p.model} {p.phase} b={p.batch} s={p.seq_len}"
+    if isinstance(p, InferenceParams):  # a run measures both implementations' cells: the label tells them apart
+        return f"{p.model} {p.phase} b={p.batch} s={p.seq_len}, {IMPLEMENTATIONS[p.implementation]}"
     if isinstance(p, BandwidthParams):
         return f"{p.op} {human_bytes(4 * p.elements)}"
     if isinstance(p, TransferParams):

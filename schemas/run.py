@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 from typing_extensions import Self
 
 from .base import Label, Slug, TagValue, Text, WireModel
+from .contract import MAJOR, READS_MAJORS
 from .environment import Gpu, GpuSamples, Host, Software
 from .results import Result
 from .timeline import Timeline
 
-#: The version this code writes.
-SCHEMA_VERSION = 1
-#: The versions this code reads; a newer one is refused with a message naming these.
-ACCEPTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+#: The major this code writes (``schemas/contract.py``: the minor beside it, and what each side does with another).
+SCHEMA_VERSION = MAJOR
+#: The majors this code reads; a run of another is refused with a message naming these.
+ACCEPTED_SCHEMA_VERSIONS: tuple[int, ...] = READS_MAJORS
+#: The error type of a run whose major this code does not read (``collector/analysis/parse.py`` answers it apart).
+UNREAD_MAJOR = "unsupported_version"
 
 MAX_RESULTS = 20_000
 MAX_GPUS = 64
@@ -25,6 +37,9 @@ MAX_TAGS = 32
 
 class RunSubmission(WireModel):
     schema_version: int = Field(json_schema_extra={"enum": list(ACCEPTED_SCHEMA_VERSIONS)})
+    #: The contract's minor the run was written to (left out when 0): a reader of an older minor keeps what it knows
+    #: of the run and says what it left.
+    schema_minor: Annotated[int, Field(ge=0, le=10_000)] = 0
     run_id: UUID
     agent_version: Label
     suite: Slug
@@ -49,8 +64,21 @@ class RunSubmission(WireModel):
         if value not in ACCEPTED_SCHEMA_VERSIONS:
             accepted = ", ".join(str(v) for v in ACCEPTED_SCHEMA_VERSIONS)
             newer = "newer than" if value > max(ACCEPTED_SCHEMA_VERSIONS) else "not one of"
-            raise ValueError(f"schema_version {value} is {newer} the versions accepted here ({accepted})")
+            raise PydanticCustomError(
+                UNREAD_MAJOR,
+                "schema_version {value} is {newer} the versions accepted here ({accepted})",
+                {"value": value, "newer": newer, "accepted": accepted},
+            )
         return value
+
+    @model_serializer(mode="wrap")
+    def _plain(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A run of minor 0 is written without ``schema_minor``, exactly as before the field was: every collector, one
+        from before the versioned contract included, reads it."""
+        data = handler(self)
+        if self.schema_minor == 0 and isinstance(data, dict):
+            data.pop("schema_minor", None)
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -7,10 +7,13 @@ character becomes a visible escape and the result is a Rich ``Text``, which Rich
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.text import Text
 
 #: C0 and C1 controls (ESC, CR, BEL, newline, tab …) and the bidirectional overrides that reorder what is shown.
@@ -37,3 +40,15 @@ def literal(value: object, style: str = "") -> Text:
 
 #: How each verdict level is coloured in both CLIs (``schemas.verdicts.Level`` values).
 LEVEL_STYLE = {"ok": "green", "suspect": "yellow", "slow": "bold red", "faulty": "bold red", "unknown": "dim"}
+
+
+def console(stderr: bool = False) -> Console:
+    """The terminal's width on a terminal (or ``COLUMNS``); piped into a file, ``grep``, ``tee`` or a scheduler's log
+    (cron, Slurm, CI), lines and tables at their own width instead of rich's default 80 columns, which cut a table's
+    cells (``training…``) and a message's names in two. Both CLIs print through these."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or os.environ.get("COLUMNS"):
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=1_000, soft_wrap=True)

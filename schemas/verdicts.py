@@ -10,7 +10,7 @@ peers and history use the figure's measured run-to-run spread (``threshold_from_
 
 Levels: ``ok``; ``suspect`` when the latest measurement fails but is not confirmed; ``slow`` when at least
 ``CONFIRM`` of the latest ``WINDOW`` measurements fail (several runs, or the agent measuring a failing figure
-again before it reports); ``faulty`` when an error counter says the hardware is broken (``counter_faults``);
+again before it reports); ``faulty`` when an error counter says the hardware is broken (``schemas.faults``);
 ``unknown`` when nothing could be compared. Exit codes follow Nagios and NHC (``EXIT_CODES``). The figures and
 their floors are ``schemas.health_figures``; a whole GPU is judged by ``schemas.judgement.judge_gpu``.
 """
@@ -24,10 +24,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .base import Label, Text, WireModel
+from .base import Answer, Label, Text
 from .baselines import BaselineIndex, baseline_threshold, software_note
 from .gpu_specs import match_spec, pcie_peak_gbps
-from .health_figures import HEALTH_FIGURES, label, unit
+from .health_figures import HEALTH_FIGURES, datasheet_figure, label, unit
 
 
 class Level(str, Enum):
@@ -68,21 +68,6 @@ SPREAD_SIGMAS = 3.0
 SPREAD_MIN_GPUS = 1
 SPREAD_MIN_RUNS = 4
 
-#: XIDs that mean broken hardware (NVIDIA's XID catalogue); others are usually an application's fault.
-FATAL_XIDS: dict[int, str] = {
-    48: "double-bit ECC error",
-    62: "internal micro-controller halt",
-    64: "row remapper failure",
-    74: "NVLink error",
-    79: "fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    140: "unrecovered ECC error",
-}
-
 
 def floor_of(
     figure: str, gpu_name: str, pcie_gen_max: int | None = None, pcie_width_max: int | None = None
@@ -91,18 +76,11 @@ def floor_of(
     model not bundled."""
     if figure not in HEALTH_FIGURES:
         return None
-    source, fraction = HEALTH_FIGURES[figure].floor
-    if source == "pcie":
-        peak = pcie_peak_gbps(pcie_gen_max, pcie_width_max)
-        return peak * fraction if peak else None
-    spec = match_spec(gpu_name)
-    if spec is None:
-        return None
-    value = spec.bandwidth_gbps if source == "bandwidth" else spec.peak_tflops(source)
-    return value * fraction if value else None
+    datasheet = datasheet_figure(figure, match_spec(gpu_name), pcie_peak_gbps(pcie_gen_max, pcie_width_max))
+    return datasheet * HEALTH_FIGURES[figure].floor[1] if datasheet else None
 
 
-def _median(values: Sequence[float]) -> float:
+def median(values: Sequence[float]) -> float:
     """``statistics.median``, at a third of its cost: a fleet's verdicts take thousands of them."""
     ordered = sorted(values)
     n = len(ordered)
@@ -118,15 +96,23 @@ def threshold_from_spread(
     spreads = []
     for values in histories:
         if len(values) >= SPREAD_MIN_RUNS:
-            mid = _median(values)
+            mid = median(values)
             if mid > 0:
-                spreads.append(_median([abs(v - mid) for v in values]) / mid)
+                spreads.append(median([abs(v - mid) for v in values]) / mid)
     if len(spreads) < SPREAD_MIN_GPUS:
         return max(default, minimum)
-    return min(MAX_THRESHOLD, max(minimum, SPREAD_SIGMAS * 1.4826 * _median(spreads)))
+    return min(MAX_THRESHOLD, max(minimum, SPREAD_SIGMAS * 1.4826 * median(spreads)))
 
 
-ReferenceName = Literal["peers", "history", "baseline", "floor"]
+ReferenceName = Literal["peers", "history", "baseline", "sibling", "floor"]
+#: What each reference is called wherever people read which one judged a figure (``check``, the pages, the report).
+REFERENCE_WORDS: dict[ReferenceName, str] = {
+    "peers": "its peers",
+    "history": "its own history",
+    "baseline": "its card's baseline",
+    "sibling": "its sibling cards",
+    "floor": "its model's floor",
+}
 
 
 @dataclass(frozen=True)
@@ -134,11 +120,17 @@ class Reference:
     name: ReferenceName
     value: float
     margin: float  # a measurement fails below value * (1 - margin)
-    count: int = 0  # peers or history measurements the value is the median of; a baseline's GPUs
-    detail: str = ""  # a baseline's description: its card, value, GPUs, runs and period
+    count: int = 0  # peers or history measurements the value is the median of; a baseline's GPUs; sibling cards
+    detail: str = ""  # a baseline's description (its card, value, GPUs, runs, period); the siblings' shares
+    cards: tuple[str, ...] = ()  # the sibling cards it stands on
 
     def fails(self, measured: float) -> bool:
-        return measured < self.value * (1 - self.margin)
+        return measured < self.line
+
+    @property
+    def line(self) -> float:
+        """Healthy down to this: a measurement below it fails the reference."""
+        return self.value * (1 - self.margin)
 
     @property
     def text(self) -> str:
@@ -148,6 +140,8 @@ class Reference:
             return f"its own median over {self.count} earlier runs"
         if self.name == "baseline":
             return f"the {self.detail}"
+        if self.name == "sibling":
+            return f"its sibling cards' {self.value:,.0f} ({self.detail})"
         return "its model's floor"
 
 
@@ -165,8 +159,15 @@ def baseline_summary(
     found = [e for e in entries if e is not None]
     if not found:
         none = f"no baseline of the {suite} suite for {card}"
-        if any(r.name == "floor" for j in judged for r in j.references):
-            return f"{none}: held against its model's floor instead"
+        held = {r.name for j in judged for r in j.references}
+        if "sibling" in held:
+            cards = sorted({c for j in judged for r in j.references if r.name == "sibling" for c in r.cards})
+            return f"{none}: held against its sibling cards ({', '.join(cards)}), scaled by the datasheet"
+        if "floor" in held:
+            return (
+                f"{none}, nor a measured sibling card of its architecture at its power limit: held against its "
+                "model's floor"
+            )
         return f"{none}, and no floor for its model" if judged else none
     e = max(found, key=lambda x: x.figure.gpus)
     gpus = f"{e.figure.gpus} GPU{'s' if e.figure.gpus != 1 else ''}"
@@ -223,6 +224,14 @@ class FigureJudgement:
         return self.value / ref.value if ref and ref.value else None
 
     @property
+    def held_to(self) -> Reference | None:
+        """The reference that judged it: the one it falls furthest below, else the tightest (the highest line)."""
+        worst = self.shortfall
+        if worst is not None:
+            return worst[0]
+        return max(self.references, key=lambda r: r.line, default=None)
+
+    @property
     def reason(self) -> str | None:
         worst = self.shortfall
         if worst is None:
@@ -235,9 +244,9 @@ class FigureJudgement:
             else "in its latest measurement only"
         )
         note = f"; {self.note}" if self.note else ""
-        if ref.name == "baseline":  # its value is in its description
+        if ref.name in ("baseline", "sibling"):  # its value is in its text
             within = f"threshold {ref.margin:.0%}"
-            return f"{name} {self.value:,.0f} {units} is {by:.0%} below the {ref.detail} ({within}), {how}{note}"
+            return f"{name} {self.value:,.0f} {units} is {by:.0%} below {ref.text} ({within}), {how}{note}"
         margin = "" if ref.name == "floor" else f" (threshold {self.threshold:.0%})"
         return f"{name} {self.value:,.0f} {units} is {by:.0%} below {ref.text} {ref.value:,.0f}{margin}, {how}{note}"
 
@@ -259,7 +268,7 @@ def judge(
     if peers is not None and peers[1] > 0:
         refs.append(Reference("peers", peers[0], threshold, peers[1]))
     if len(history) >= MIN_HISTORY:
-        refs.append(Reference("history", _median(history), threshold, len(history)))
+        refs.append(Reference("history", median(history), threshold, len(history)))
     if baseline is not None:
         refs.append(baseline)
     if floor is not None:
@@ -276,39 +285,6 @@ def judge(
                            note if baseline is not None else None)  # fmt: skip
 
 
-def counter_faults(
-    counters: Mapping[str, object] | None,
-    xids: Sequence[int] = (),
-    *,
-    pcie: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None),
-) -> list[str]:
-    """What the counters as a run ended (``GpuCounters`` fields), its XIDs and its PCIe link (generation seen,
-    its maximum, width seen, its maximum) say is broken, each naming its counter; empty when nothing is."""
-    faults = []
-    c = counters or {}
-    uncorrected = c.get("ecc_uncorrected_volatile")
-    if isinstance(uncorrected, int) and uncorrected > 0:
-        faults.append(f"{uncorrected} uncorrectable ECC error(s) since the driver loaded (ecc_uncorrected_volatile)")
-    if c.get("remapped_rows_failed") is True:
-        faults.append("a row remapping failed (remapped_rows_failed): the memory cannot be repaired")
-    if c.get("remapped_rows_pending") is True:
-        faults.append("a row remapping is pending (remapped_rows_pending): the GPU needs a reset")
-    if c.get("retired_pages_pending") is True:
-        faults.append("a page retirement is pending (retired_pages_pending): the GPU needs a reset")
-    down = c.get("nvlink_links_down")
-    if isinstance(down, int) and down > 0:
-        faults.append(f"{down} NVLink link(s) down (nvlink_links_down)")
-    for xid in sorted(set(xids)):
-        if xid in FATAL_XIDS:
-            faults.append(f"XID {xid} during the run: {FATAL_XIDS[xid]}")
-    gen, gen_max, width, width_max = pcie
-    if gen is not None and gen_max is not None and gen < gen_max:
-        faults.append(f"PCIe link at Gen{gen} under load, the card supports Gen{gen_max} (pcie_gen)")
-    if width is not None and width_max is not None and width < width_max:
-        faults.append(f"PCIe link x{width} under load, the card supports x{width_max} (pcie_width)")
-    return faults
-
-
 def worst(levels: Sequence[Level]) -> Level:
     """The most severe of ``levels`` (``unknown`` for none)."""
     return min(levels, key=SEVERITY.index) if levels else Level.unknown
@@ -322,7 +298,7 @@ def gpu_level(faults: Sequence[str], judgements: Sequence[FigureJudgement]) -> L
     return worst([j.level for j in judgements if j.level is not Level.unknown])
 
 
-class FigureVerdict(WireModel):
+class FigureVerdict(Answer):
     """One figure of one GPU as judged: its latest value and the references it was held against."""
 
     figure: Label
@@ -334,16 +310,21 @@ class FigureVerdict(WireModel):
     history: Annotated[float, Field(ge=0)] | None = None
     baseline: Annotated[float, Field(ge=0)] | None = None
     baseline_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
-    baseline_of: Text | None = None  # the baseline's card, GPUs, runs and period
+    baseline_of: Text | None = None  # the baseline's card, GPUs, runs and period; the siblings' shares
+    #: Whose the baseline above is: the card's own, or its sibling cards' share scaled by its datasheet.
+    baseline_kind: Literal["baseline", "sibling"] | None = None
     floor: Annotated[float, Field(ge=0)] | None = None
     threshold: Annotated[float, Field(ge=0, le=1)]
     failing: Annotated[int, Field(ge=0)]
     window: Annotated[int, Field(ge=0)]
     reason: Text | None = None
     note: Text | None = None
+    #: The reference that judged it (``FigureJudgement.held_to``) and its line: healthy down to this value.
+    held_to: ReferenceName | None = None
+    healthy_down_to: Annotated[float, Field(ge=0)] | None = None
 
 
-class GpuVerdict(WireModel):
+class GpuVerdict(Answer):
     """One GPU's verdict, as the collector's ``/api/v1/verdicts`` answers and ``flopfleet-agent check --json``
     prints it."""
 
@@ -364,6 +345,8 @@ class GpuVerdict(WireModel):
 def figure_verdict(j: FigureJudgement) -> FigureVerdict:
     """The wire form of a judgement."""
     refs = {r.name: r for r in j.references}
+    base = refs.get("baseline") or refs.get("sibling")
+    held = j.held_to
     return FigureVerdict(
         figure=j.figure,
         level=j.level,
@@ -372,13 +355,16 @@ def figure_verdict(j: FigureJudgement) -> FigureVerdict:
         peers=refs["peers"].value if "peers" in refs else None,
         peer_count=refs["peers"].count if "peers" in refs else 0,
         history=refs["history"].value if "history" in refs else None,
-        baseline=refs["baseline"].value if "baseline" in refs else None,
-        baseline_threshold=refs["baseline"].margin if "baseline" in refs else None,
-        baseline_of=refs["baseline"].detail if "baseline" in refs else None,
+        baseline=base.value if base else None,
+        baseline_threshold=base.margin if base else None,
+        baseline_of=base.detail if base else None,
+        baseline_kind=base.name if base and base.name in ("baseline", "sibling") else None,
         floor=refs["floor"].value if "floor" in refs else None,
         threshold=j.threshold,
         failing=j.failing,
         window=j.window,
         reason=j.reason,
         note=j.note,
+        held_to=held.name if held else None,
+        healthy_down_to=held.line if held else None,
     )

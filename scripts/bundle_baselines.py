@@ -1,6 +1,7 @@
-"""Write the baselines flopfleet ships (schemas/data/h200.baseline.json) from this project's own H200 measurements.
+"""Write the baselines flopfleet ships (schemas/data/<card>.baseline.json) from this project's own measurements.
 
-Every run committed under docs/results/h200/ (a run file, or a JSON list or mapping of runs) of a suite a GPU is held
+One bundle per card measured (``SHIPPED``: the H200 and the H100). Every run committed under docs/results/<card>/
+(a run file, or a JSON list or mapping of runs) of a suite a GPU is held
 against a baseline of (``standard`` for ``run``, ``health`` for ``check``), each GPU counted once by its UUID: the
 lent machines are often other physical GPUs, and the spread between them is what a new H200 is compared with. The
 runs go through a throw-away collector and are read back through the query and builder of ``flopfleet-collector
@@ -15,8 +16,9 @@ measured with the relay or beside the compiling helper, named by run id in ``NAM
 cells read up to 6.5 % slow, unflagged; both were removed from the agent). Check figures kept without their run
 files (health-*.json) carry no UUID and are not used.
 
-    .venv/bin/python scripts/bundle_baselines.py            # rewrites schemas/data/h200.baseline.json
-    .venv/bin/python scripts/bundle_baselines.py --check    # exit 1 if the file is not what the data gives
+    .venv/bin/python scripts/bundle_baselines.py            # rewrites schemas/data/h200.baseline.json, h100...
+    .venv/bin/python scripts/bundle_baselines.py --check    # exit 1 if a file is not what the data gives
+    .venv/bin/python scripts/bundle_baselines.py --card h100
 """
 
 from __future__ import annotations
@@ -41,9 +43,38 @@ from collector.store import Store  # noqa: E402
 from schemas import MatmulParams, RunSubmission  # noqa: E402
 from schemas.baselines import BaselineBundle, BaselineSource, dump_bundle, parse_bundle, seal  # noqa: E402
 
-RESULTS = ROOT / "docs" / "results" / "h200"
-OUTPUT = ROOT / "schemas" / "data" / "h200.baseline.json"
-NAME = "flopfleet H200 (lent, 2026-11/12)"
+
+@dataclass(frozen=True)
+class Shipped:
+    """A card whose baseline flopfleet ships: where its runs are committed, the bundle's file, name and words."""
+
+    key: str
+    model: str
+    name: str
+    collector: str
+    machines: str  # what the runs were measured on, for the bundle's description
+
+    @property
+    def results(self) -> Path:
+        return ROOT / "docs" / "results" / self.key
+
+    @property
+    def output(self) -> Path:
+        return ROOT / "schemas" / "data" / f"{self.key}.baseline.json"
+
+
+SHIPPED = {
+    s.key: s
+    for s in (
+        Shipped("h200", "NVIDIA H200", "flopfleet H200 (lent, 2026-11/12)", "flopfleet project, lent H200 machines",
+                "lent NVIDIA H200 SXM machines (700 W, driver 580, CUDA 13.0, torch 2.11)"),
+        Shipped("h100", "NVIDIA H100 80GB HBM3", "flopfleet H100 (lent, 2026-12)",
+                "flopfleet project, lent H100 machines",
+                "lent NVIDIA H100 80GB HBM3 SXM machines (700 W, driver 580, CUDA 13.0, torch 2.11)"),
+    )
+}  # fmt: skip
+RESULTS = SHIPPED["h200"].results
+OUTPUT = SHIPPED["h200"].output
 #: The suites a GPU is held against a baseline of: ``run``'s and ``check``'s.
 SUITES = ("standard", "health")
 #: The first run whose board power was counted by the agent's present rule (agent/machine/energy.py: the counter
@@ -144,7 +175,7 @@ def stored(runs: Sequence[RunSubmission]) -> list[Measurement]:
     """The runs through a real store and the export's own query: their healthy measurements, by GPU UUID. One commit
     and one refresh (``Store.add_group``, the bulk load): run by run, each its own commit and refresh, the same
     measurements took 13 times as long (16.3 s against 1.25 s for 84 runs, 2026-12-03)."""
-    with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "h200.duckdb") as store:
+    with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "baseline.duckdb") as store:
         store.add_group([run.model_dump_json().encode() for run in runs])
         store.refresh()
         return measurements(store.reads().baseline_measurements(), unhealthy=set())
@@ -155,29 +186,28 @@ def measured(folder: Path = RESULTS) -> list[Measurement]:
     return stored([as_bundled(c.run) for c in committed(folder) if left_out(c.run) is None])
 
 
-def bundle_of(found: Sequence[Measurement]) -> tuple[BaselineBundle | None, list[str]]:
+def bundle_of(found: Sequence[Measurement], card: Shipped = SHIPPED["h200"]) -> tuple[BaselineBundle | None, list[str]]:
     """The bundle of these measurements (None when no card has enough of them), and what was left out and why."""
     cards, refused = build(found)
     if not cards:
         return None, refused
     gpus = len({m.device for m in found})
     source = BaselineSource(
-        collector="flopfleet project, lent H200 machines",
+        collector=card.collector,
         exported_at=datetime.combine(max(m.day for m in found), time(), tzinfo=timezone.utc),
-        filters={"model": "NVIDIA H200", "gpus": "by UUID"},
-        description="Measured by the flopfleet project on lent NVIDIA H200 SXM machines (700 W, driver 580, CUDA "
-        f"13.0, torch 2.11): the healthy standard and health runs committed under docs/results/h200/, {gpus} GPUs, "
-        "each counted once by its UUID.",
+        filters={"model": card.model, "gpus": "by UUID"},
+        description=f"Measured by the flopfleet project on {card.machines}: the healthy standard and health runs "
+        f"committed under docs/results/{card.key}/, {gpus} GPUs, each counted once by its UUID.",
     )
-    return seal(NAME, source, cards), refused
+    return seal(card.name, source, cards), refused
 
 
-def bundle_text() -> str:
-    bundle, refused = bundle_of(measured())
+def bundle_text(card: Shipped = SHIPPED["h200"]) -> str:
+    bundle, refused = bundle_of(measured(card.results), card)
     for why in refused:
         print(f"left out: {why}", file=sys.stderr)
     if bundle is None:
-        raise SystemExit("no card has enough healthy runs")
+        raise SystemExit(f"{card.key}: no card has enough healthy runs")
     text = dump_bundle(bundle)
     parse_bundle(text)  # as every import checks it
     return text
@@ -185,16 +215,22 @@ def bundle_text() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="compare with the file instead of writing it")
+    parser.add_argument("--check", action="store_true", help="compare with the files instead of writing them")
+    parser.add_argument("--card", choices=sorted(SHIPPED), action="append", help="only this card (default: all)")
     args = parser.parse_args()
-    text = bundle_text()
-    if args.check:
-        same = OUTPUT.exists() and OUTPUT.read_text() == text
-        print(f"{OUTPUT.relative_to(ROOT)}: {'up to date' if same else 'differs from what the data gives'}")
-        return 0 if same else 1
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUTPUT.relative_to(ROOT)}")
-    return 0
+    differ = 0
+    for key in args.card or sorted(SHIPPED):
+        card = SHIPPED[key]
+        text = bundle_text(card)
+        where = card.output.relative_to(ROOT)
+        if args.check:
+            same = card.output.exists() and card.output.read_text() == text
+            print(f"{where}: {'up to date' if same else 'differs from what the data gives'}")
+            differ += not same
+        else:
+            card.output.write_text(text, encoding="utf-8")
+            print(f"wrote {where}")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":

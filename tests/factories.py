@@ -77,14 +77,14 @@ def transfer(direction: str, gbps: float, pinned: bool = True, size: int = 256 <
     }
 
 
-def bandwidth(elements: int, gbps: float) -> dict[str, Any]:
+def bandwidth(elements: int, gbps: float, op: str = "scale") -> dict[str, Any]:
     return {
         "benchmark": "bandwidth",
         "name": "bandwidth",
         "gpu_index": 0,
         "status": "ok",
         "params": {
-            "op": "scale",
+            "op": op,
             "dtype": "fp32",
             "elements": elements,
             "bytes_per_call": 8 * elements,
@@ -92,6 +92,52 @@ def bandwidth(elements: int, gbps: float) -> dict[str, Any]:
         },
         "metrics": {"gbps": gbps, "tflops": gbps / 8 / 1000},
         "timing": timing(8 * elements / gbps / 1e9),
+    }
+
+
+def mamf(tflops: float, dtype: str = "bf16", n: int = 4096) -> dict[str, Any]:
+    """A shape search whose best shape was ``n``^3."""
+    return {
+        "benchmark": "mamf",
+        "name": "mamf",
+        "gpu_index": 0,
+        "status": "ok",
+        "params": {"dtype": dtype, "m_range": [n, n, 1024], "n_range": [n, n, 1024], "k_range": [n, n, 1024],
+                   "shapes_tried": 1},
+        "metrics": {"tflops": tflops, "sustained_tflops": tflops * 0.98, "m": n, "n": n, "k": n},
+        "timing": timing(2 * n**3 / tflops / 1e12),
+    }  # fmt: skip
+
+
+def training(model: str, tokens_per_s: float, batch: int = 8, seq: int = 512) -> dict[str, Any]:
+    """One optimizer step of ``model`` (about 355 M parameters, as GPT-2-medium)."""
+    n_params = 355_000_000
+    flops_per_token = 6 * n_params
+    return {
+        "benchmark": "training",
+        "name": "training_" + model.split("-")[0],
+        "gpu_index": 0,
+        "status": "ok",
+        "params": {"model": model, "task": "clm", "batch": batch, "seq_len": seq, "precision": "bf16-autocast",
+                   "optimizer": "adamw", "n_params": n_params, "flops_per_token": flops_per_token,
+                   "batch_search": "fixed", "attn_implementation": "sdpa"},
+        "metrics": {"samples_per_s": tokens_per_s / seq, "tokens_per_s": tokens_per_s,
+                    "tflops": tokens_per_s * flops_per_token / 1e12},
+        "timing": timing(batch * seq / tokens_per_s),
+    }  # fmt: skip
+
+
+def collective(op: str, size: int, busbw_gbps: float, world_size: int = 2) -> dict[str, Any]:
+    """One collective over ``world_size`` GPUs of one machine (no GPU index: it spans them)."""
+    algbw = busbw_gbps * world_size / (2 * (world_size - 1)) if op == "all_reduce" else busbw_gbps
+    return {
+        "benchmark": "collective",
+        "name": "collective",
+        "gpu_index": None,
+        "status": "ok",
+        "params": {"op": op, "backend": "nccl", "dtype": "bf16", "bytes": size, "world_size": world_size},
+        "metrics": {"algbw_gbps": algbw, "busbw_gbps": busbw_gbps, "rel_error": 0.0},
+        "timing": timing(size / algbw / 1e9),
     }
 
 

@@ -9,11 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
 from rich.text import Text
 
-from schemas.terminal import literal
+from schemas.terminal import console, literal
 
 from ..errors import ConfigError, HostBusy
 from ..machine.occupancy import check_when_busy
@@ -29,12 +28,13 @@ EXIT_FAILED = 1
 #: EX_TEMPFAIL (sysexits.h): try again later. Measured fine but not delivered (the run is kept in the spool for
 #: ``push`` to send), or, at ``--priority low``, the host was too busy to measure (nothing measured).
 EXIT_KEPT = 75
-#: EX_CONFIG (sysexits.h): the collector refused the token, or the URL is not a flopfleet collector; found before
-#: anything was measured. Unlike 75, trying again will not help: a scheduler should not retry.
+#: EX_CONFIG (sysexits.h): the collector refused the token, or the URL is not a flopfleet collector (found before
+#: anything was measured), or it is too old for the run (kept in the spool, held until it is upgraded:
+#: docs/contract.md). Unlike 75, trying again will not help: a scheduler should not retry.
 EXIT_REFUSED = 78
 
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 
 def names(values: list[str]) -> tuple[str, ...]:
@@ -95,7 +95,8 @@ def first_contact(upload: UploadConfig) -> None:
     collector that cannot be reached now is said, and the run measured and spooled."""
     if not upload.collector_url:
         return
-    from ..run.upload import first_contact, new_client
+    from ..run.contact import first_contact
+    from ..run.upload import new_client
 
     with new_client() as client:
         note = first_contact(client, upload)

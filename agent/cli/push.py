@@ -11,7 +11,7 @@ from schemas.terminal import literal
 
 from ..errors import AgentError
 from . import render
-from .common import EXIT_FAILED, EXIT_KEPT, err, out, resolved, upload_config
+from .common import EXIT_FAILED, EXIT_KEPT, EXIT_REFUSED, err, out, resolved, upload_config
 from .options import CollectorOpt, ConfigOpt, SpoolOpt, TokenFileOpt, TokenOpt
 from .settings import KEYS
 
@@ -25,7 +25,9 @@ def push(
 ) -> None:
     """Send every spooled run to the collector; each file is removed only on the collector's receipt for it.
 
-    Exits 75 when a run is still spooled, 1 when a spool entry is not a readable run (skipped or failed).
+    A run the collector is too old for (it says which contract it reads) is held: kept, and not sent until the
+    collector reads it. Exits 75 when a run is still spooled, 78 when one is held, 1 when a spool entry is not a
+    readable run (skipped or failed).
     """
     from ..run.upload import new_client
     from ..run.upload import push as push_spooled
@@ -39,11 +41,20 @@ def push(
         deliveries = push_spooled(upload, client)
     if not deliveries:
         out.print(literal(f"nothing spooled in {upload.spool_dir}"))
+    said: set[str] = set()
     for delivery in deliveries:
+        if delivery.status == "held":  # why, once for the runs it holds
+            if delivery.detail not in said:
+                said.add(delivery.detail)
+                err.print(literal(f"held, not sent: {delivery.detail}; the runs stay in the spool", "bold"))
+            err.print(literal(f"run {delivery.run_id}: held, kept at {delivery.path}"))
+            continue
         (out if delivery.status in ("sent", "duplicate") else err).print(render.delivery_line(delivery))
     statuses = {d.status for d in deliveries}
     if statuses & {"failed", "skipped"}:
         raise typer.Exit(EXIT_FAILED)  # a person has to look: sending again will not help
+    if "held" in statuses:
+        raise typer.Exit(EXIT_REFUSED)  # the collector must be upgraded first
     if "spooled" in statuses:
         raise typer.Exit(EXIT_KEPT)
 

@@ -14,8 +14,9 @@ from rich.text import Text
 
 from schemas import Gpu, Machine, Result, RunSubmission
 from schemas.labels import HOSTNAME, describe, headline, human_bytes, per_watt
+from schemas.numbers import number, percent
 from schemas.terminal import LEVEL_STYLE, literal
-from schemas.verdicts import FigureVerdict, GpuVerdict, Level
+from schemas.verdicts import REFERENCE_WORDS, FigureVerdict, GpuVerdict, Level
 
 from ..benchmarks import AnyBenchmark
 from ..harness.suites import Suite
@@ -105,9 +106,9 @@ def summary_table(run: RunSubmission) -> Table:
             name,
             str(gpu_index) if gpu_index is not None else "cpu" if run.device == "cpu" else "all",
             f"{len(ok)}/{len(results)}",
-            f"{best[0][0]:,.2f} {best[0][1]}" if best else "-",
+            f"{number(best[0][0])} {best[0][1]}" if best else "-",
             describe(best[1]) if best else "-",
-            f"{best[1].peak_fraction:.0%}" if best and best[1].peak_fraction is not None else "-",
+            percent(best[1].peak_fraction) if best and best[1].peak_fraction is not None else "-",
             _per_watt_text(best[1]) if best else "-",
             ", ".join(f"{n} {s}" for s, n in statuses.items()) or "",
         )
@@ -117,7 +118,7 @@ def summary_table(run: RunSubmission) -> Table:
 
 def _per_watt_text(result: Result) -> str:
     found = per_watt(result)
-    return f"{found[0]:,.3g} {found[1]}" if found is not None else "-"
+    return f"{number(found[0])} {found[1]}" if found is not None else "-"
 
 
 def problems(run: RunSubmission) -> list[Text]:
@@ -198,11 +199,13 @@ def _figure_text(f: FigureVerdict) -> str:
     if f.history:
         parts.append(f"{f.value / f.history:.2f}× own")
     if f.baseline:
-        parts.append(f"{f.value / f.baseline:.2f}× baseline")
+        parts.append(f"{f.value / f.baseline:.2f}× {'siblings' if f.baseline_kind == 'sibling' else 'baseline'}")
     if f.floor:
         parts.append(f"floor {f.floor:,.0f}")
+    if f.held_to and f.healthy_down_to is not None:
+        parts.append(f"held to {REFERENCE_WORDS[f.held_to]}: healthy down to {f.healthy_down_to:,.0f}")
     refs = f" ({', '.join(parts)})" if parts else ""
-    return f"{f.figure} {f.value:,.0f} {f.unit}{refs}"
+    return f"{f.figure} {number(f.value)} {f.unit}{refs}"
 
 
 #: The words a Nagios-style consumer expects beside each exit code.

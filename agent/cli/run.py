@@ -19,6 +19,7 @@ from . import render
 from .common import (
     EXIT_FAILED,
     EXIT_KEPT,
+    EXIT_REFUSED,
     err,
     first_contact,
     names,
@@ -143,6 +144,7 @@ def keep(submission: RunSubmission, run_config: RunConfig, stop: Stop) -> None:
         delivered = delivery.status in ("sent", "duplicate")
         (out if delivered else err).print(render.delivery_line(delivery))
         if not delivered:
-            raise typer.Exit(EXIT_KEPT if delivery.status == "spooled" else EXIT_FAILED)
+            codes = {"spooled": EXIT_KEPT, "held": EXIT_REFUSED}
+            raise typer.Exit(codes.get(delivery.status, EXIT_FAILED))
     if stop.requested:
         raise typer.Exit(stop.exit_code)

@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from schemas import Gpu, RunSubmission
 from schemas.api import VERDICTS_PATH
 from schemas.baselines import BaselineError, BaselineIndex, bundled, card_key, gpu_model, parse_bundle
+from schemas.contract import request_headers
 from schemas.health_figures import HEALTH_FIGURES, figure_values
 from schemas.judgement import GpuFacts, Measured, Reading, judge_gpu
 from schemas.verdicts import EXIT_CODES, GpuVerdict, Level, minimum_threshold, threshold_from_spread, worst
@@ -193,7 +194,8 @@ def _from_collector(
     params.append(("host", hostname))
     upload = run.upload
     assert upload.collector_url is not None
-    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {upload.token}"} if upload.token else {})}
+    headers = {"Accept": "application/json", **request_headers(),
+               **({"Authorization": f"Bearer {upload.token}"} if upload.token else {})}  # fmt: skip
     local = {v.uuid: v for v in fallback}
     try:
         answer = client.get(upload.collector_url.rstrip("/") + VERDICTS_PATH, params=params, headers=headers,

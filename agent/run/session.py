@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from schemas import SCHEMA_VERSION, Gpu, Result, RunSubmission
+from schemas.contract import RUN_MINOR
 from schemas.environment import MAX_SAMPLES
 from schemas.timeline import Timeline
 
@@ -99,6 +100,7 @@ def execute(config: RunConfig, on_event: ProgressFn | None = None, stop: Stop | 
                         processes=tuple(launchers.device.processes(origin)))  # fmt: skip
     return RunSubmission(
         schema_version=SCHEMA_VERSION,
+        schema_minor=RUN_MINOR,
         run_id=uuid.uuid4(),
         agent_version=__version__,
         suite=chosen.name,

@@ -1,4 +1,5 @@
-"""The spool: runs waiting on disk for a collector, written atomically and read back only from regular files.
+"""The spool: runs waiting on disk for a collector, written atomically and read back only from regular files, and
+what ``push`` reads of one before sending it (``read_head``).
 
 Whatever else lands in the spool folder (a FIFO that would block a reader forever, a symbolic link to a file
 elsewhere, a directory, a file too large to be a run) is reported with its kind and left alone.
@@ -10,9 +11,14 @@ import contextlib
 import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
 
 from schemas import RunSubmission
+from schemas.contract import THIS, Version
 
 from ..errors import NotARegularFile, SpoolError
 
@@ -104,3 +110,32 @@ def read_spooled(path: Path, limit: int = MAX_SPOOL_FILE_BYTES) -> bytes:
     if len(body) > limit:  # it grew while we read
         raise SpoolError(f"larger than a run can be ({limit:,} bytes at most)")
     return body
+
+
+@dataclass(frozen=True)
+class Head:
+    """What ``push`` reads of a spooled run before sending it: its id and contract version."""
+
+    run_id: UUID
+    version: Version
+
+
+class _HeadModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    run_id: UUID
+    schema_version: int
+    schema_minor: int = 0
+
+
+def read_head(body: bytes) -> Head:
+    """A spooled run's id and contract version: the whole run checked where this agent reads its version, a newer
+    agent's run (left in the spool by an agent since downgraded) sent as it is, for the collector to judge."""
+    try:
+        run = RunSubmission.model_validate_json(body)
+    except ValueError:
+        head = _HeadModel.model_validate_json(body)
+        version = Version(head.schema_version, head.schema_minor)
+        if version <= THIS:
+            raise
+        return Head(head.run_id, version)
+    return Head(run.run_id, Version(run.schema_version, run.schema_minor))

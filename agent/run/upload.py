@@ -4,7 +4,8 @@ A run leaves the agent only on a *receipt*: a 2xx whose body is the collector's 
 Anything else (no answer, 5xx after retries, a refusal, a 2xx from a captive portal or the wrong server, any error
 while sending) keeps the run in the spool with the reason; ``flopfleet-agent push`` sends spooled runs later. Each
 attempt has one deadline for connect, send and receive, and reads at most ``MAX_ANSWER_BYTES`` of the answer,
-never decompressed.
+never decompressed. A run the collector is too old for (``schemas.contract.Peer.refuses``: it said so on its
+refusal, or on the answer ``push`` asks for first) is *held*: kept, and not sent again until the collector reads it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from uuid import UUID
@@ -27,18 +28,18 @@ import httpx
 
 from schemas import RunAccepted, RunSubmission
 from schemas.api import RUNS_PATH, TOKEN_PATH, TokenInfo
+from schemas.contract import Peer, Version
 
-from ..errors import CollectorRefused, NoAnswer, NotARegularFile, SpoolError
+from ..errors import NoAnswer, NotARegularFile, SpoolError
 from .config import UploadConfig
-from .spool import entries, read_spooled, write_spool
+from .contact import FIRST_CONTACT_S, MAX_ANSWER_BYTES, token_headers
+from .spool import entries, read_head, read_spooled, write_spool
 
 log = logging.getLogger(__name__)
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
 #: The most a collector's Retry-After makes an agent wait per attempt.
 RETRY_AFTER_CAP_S = 120.0
-#: A receipt is about 100 bytes; an answer is read up to this many and no further.
-MAX_ANSWER_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -46,59 +47,16 @@ class Delivery:
     """What became of one run (or spool entry) and why, when it was not delivered.
 
     ``sent`` / ``duplicate``: the collector's receipt says created / already stored. ``spooled``: kept in the spool
-    to send later. ``failed``: lost (the spool could not be written) or a spool file that is not a readable run.
-    ``skipped``: a spool entry that is not a regular file, left alone. ``run_id`` is the file's name when the run
-    could not be read.
+    to send later. ``held``: kept in the spool, the collector too old for it (sending it again will not help until
+    the collector is upgraded). ``failed``: lost (the spool could not be written) or a spool file that is not a
+    readable run. ``skipped``: a spool entry that is not a regular file, left alone. ``run_id`` is the file's name
+    when the run could not be read.
     """
 
     run_id: str
-    status: Literal["sent", "duplicate", "spooled", "failed", "skipped"]
+    status: Literal["sent", "duplicate", "spooled", "held", "failed", "skipped"]
     detail: str
     path: Path | None = None
-
-
-#: The first contact's one request: an answer, or the collector counts as unreachable for now (measure, spool).
-FIRST_CONTACT_S = 10.0
-
-
-def first_contact(client: httpx.Client, config: UploadConfig, *, scope: str = "write") -> str | None:
-    """Before anything is measured: ask the collector who the token is (``GET /api/v1/token``). A refused token, a
-    token without ``scope``, or an answer that is not a flopfleet collector's raise ``CollectorRefused`` (sending
-    again will not help); a collector that cannot be reached now returns why (the run is measured and spooled)."""
-    assert config.collector_url is not None
-    url = config.collector_url.rstrip("/") + TOKEN_PATH
-    headers = {"Accept": "application/json", "Connection": "close"}
-    if config.token:
-        headers["Authorization"] = f"Bearer {config.token}"
-    try:
-        answer = client.get(url, headers=headers, timeout=FIRST_CONTACT_S)
-    except httpx.HTTPError as exc:
-        return f"{config.collector_url} could not be reached now ({type(exc).__name__}): the run will wait in the spool"
-    if answer.status_code in (429, 502, 503, 504) or answer.status_code >= 500:
-        return f"{config.collector_url} answered HTTP {answer.status_code} now: the run will wait in the spool"
-    if answer.status_code in (401, 403):
-        given = "no token was given (--token-file, FLOPFLEET_TOKEN)" if not config.token else "the token was refused"
-        raise CollectorRefused(f"{config.collector_url}: {given}: HTTP {answer.status_code}: "
-                               f"{_message(answer.content)}")  # fmt: skip
-    try:
-        who = TokenInfo.model_validate_json(answer.content[:MAX_ANSWER_BYTES]) if answer.status_code == 200 else None
-    except ValueError:
-        who = None
-    if who is None:
-        kind = answer.headers.get("content-type") or "no content type"
-        raise CollectorRefused(f"{config.collector_url} is not a flopfleet collector: GET {TOKEN_PATH} answered "
-                               f"HTTP {answer.status_code} ({kind})")  # fmt: skip
-    if scope not in who.scopes:
-        raise CollectorRefused(f"{config.collector_url}: the token {who.name!r} has scopes {', '.join(who.scopes)}; "
-                               f"this needs {scope!r} (flopfleet-collector token create --scope {scope})")  # fmt: skip
-    return None
-
-
-def _message(body: bytes) -> str:
-    try:
-        return str(json.loads(body)["error"]["message"])[:300]
-    except (ValueError, KeyError, TypeError):
-        return body.decode("utf-8", "replace").strip()[:300] or "no message"
 
 
 def backoff(attempt: int, rng: random.Random) -> float:
@@ -172,14 +130,16 @@ class _Answer:
     body: bytes  # at most MAX_ANSWER_BYTES
     complete: bool  # False when the answer went on past MAX_ANSWER_BYTES
     retry_after_s: float | None = None  # what a 429 or 503 asked for (seconds; an HTTP date is not honoured)
+    peer: Peer = field(default_factory=lambda: Peer(None))  # what the collector said of its contract
 
 
-def _exchange(client: httpx.Client, url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> _Answer:
-    """One POST and at most ``MAX_ANSWER_BYTES`` of its answer, all within ``timeout_s``."""
+def _exchange(client: httpx.Client, url: str, body: bytes | None, headers: dict[str, str], timeout_s: float) -> _Answer:
+    """One POST (a GET without a ``body``) and at most ``MAX_ANSWER_BYTES`` of its answer, all within ``timeout_s``."""
+    method = "GET" if body is None else "POST"
     with _Deadline(timeout_s) as deadline:
         try:
             with client.stream(
-                "POST", url, content=body, headers=headers, timeout=timeout_s, extensions={"trace": deadline.trace}
+                method, url, content=body, headers=headers, timeout=timeout_s, extensions={"trace": deadline.trace}
             ) as response:
                 kept = bytearray()
                 for chunk in response.iter_raw():
@@ -201,6 +161,7 @@ def _exchange(client: httpx.Client, url: str, body: bytes, headers: dict[str, st
         body=bytes(kept[:MAX_ANSWER_BYTES]),
         complete=len(kept) <= MAX_ANSWER_BYTES,
         retry_after_s=_retry_after(response.headers.get("retry-after")),
+        peer=Peer.from_headers(response.headers),
     )
 
 
@@ -230,20 +191,33 @@ def _error_text(answer: _Answer) -> str:
         return answer.body.decode("utf-8", "replace").strip()[:300] or answer.reason
 
 
-def _receipt(answer: _Answer, run_id: UUID) -> tuple[RunAccepted | None, str]:
+@dataclass(frozen=True)
+class _Outcome:
+    receipt: RunAccepted | None
+    why: str  # 'HTTP nnn', or why there is no receipt
+    held: bool = False  # the collector is too old for the run
+
+
+def _receipt(answer: _Answer, run_id: UUID, version: Version) -> _Outcome:
     """The collector's receipt for this run, or why the answer is not one."""
     code = answer.status
+    too_old = answer.peer.refuses(version) if code == 422 else None
+    if too_old:
+        return _Outcome(None, f"HTTP {code}: {too_old}", held=True)
     if not 200 <= code < 300:
-        return None, f"HTTP {code}: {_error_text(answer)}"
+        return _Outcome(None, f"HTTP {code}: {_error_text(answer)}")
     receipt = None
     if answer.complete and answer.encoding == "identity":
         with contextlib.suppress(ValueError):
             receipt = RunAccepted.model_validate_json(answer.body)
     if receipt is None:
-        return None, f"HTTP {code} but the answer is not a flopfleet receipt ({_described(answer)})"
+        return _Outcome(None, f"HTTP {code} but the answer is not a flopfleet receipt ({_described(answer)})")
     if receipt.run_id != run_id:
-        return None, f"HTTP {code} but the answer names run {receipt.run_id}, not this run"
-    return receipt, f"HTTP {code}"
+        return _Outcome(None, f"HTTP {code} but the answer names run {receipt.run_id}, not this run")
+    if receipt.not_understood:  # a collector of an older minor: it kept the run whole, and its tables what it knows
+        left = "; ".join(receipt.not_understood)
+        return _Outcome(receipt, f"HTTP {code}; the collector ({answer.peer.version}) did not understand: {left}")
+    return _Outcome(receipt, f"HTTP {code}")
 
 
 def post(
@@ -251,11 +225,13 @@ def post(
     config: UploadConfig,
     body: bytes,
     run_id: UUID,
+    version: Version,
     *,
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
-) -> tuple[RunAccepted | None, str]:
-    """POST a run, retrying no answer and 5xx; the receipt and 'HTTP nnn', or None and why there is none."""
+) -> _Outcome:
+    """POST a run of contract ``version``, retrying no answer and 5xx; the receipt and 'HTTP nnn', or why there is
+    none."""
     assert config.collector_url is not None
     url = config.collector_url.rstrip("/") + RUNS_PATH
     headers = {
@@ -279,26 +255,31 @@ def post(
             why = str(exc)
             continue
         if answer.status < 500 and answer.status != 429:
-            return _receipt(answer, run_id)  # a 4xx or a 2xx that is no receipt will not get better
+            return _receipt(answer, run_id, version)  # a 4xx or a 2xx that is no receipt will not get better
         why = f"HTTP {answer.status}: {_error_text(answer)}"
         # A collector that asks for time (429, or 503 with Retry-After) gets it, with jitter so that the agents it
         # turned away do not all come back in the same second.
         wait = answer.retry_after_s
         if wait is not None and attempt < config.retries:
             sleep(wait * rng.uniform(1.0, 1.5))
-    return None, why
+    return _Outcome(None, why)
 
 
 def _post_or_why(
-    client: httpx.Client, config: UploadConfig, body: bytes, run_id: UUID, sleep: Callable[[float], None]
-) -> tuple[RunAccepted | None, str]:
+    client: httpx.Client,
+    config: UploadConfig,
+    body: bytes,
+    run_id: UUID,
+    version: Version,
+    sleep: Callable[[float], None],
+) -> _Outcome:
     """``post``, with any error on the way (not only a transport's) turned into the reason the run stays spooled:
     a run measured for minutes is never lost to an exception while it is sent."""
     try:
-        return post(client, config, body, run_id, sleep=sleep)
+        return post(client, config, body, run_id, version, sleep=sleep)
     except Exception as exc:
         log.debug("sending run %s failed", run_id, exc_info=True)
-        return None, f"sending failed ({type(exc).__name__}: {_first(exc)})"
+        return _Outcome(None, f"sending failed ({type(exc).__name__}: {_first(exc)})")
 
 
 def _received(receipt: RunAccepted, detail: str, path: Path | None = None) -> Delivery:
@@ -316,35 +297,64 @@ def deliver(
 ) -> Delivery:
     """Send a run; without a receipt for it, it goes to the spool with the reason."""
     body = run.model_dump_json().encode()
-    receipt, why = _post_or_why(client, config, body, run.run_id, sleep)
-    if receipt is not None:
-        return _received(receipt, why)
+    sent = _post_or_why(client, config, body, run.run_id, Version(run.schema_version, run.schema_minor), sleep)
+    if sent.receipt is not None:
+        return _received(sent.receipt, sent.why)
     try:
         path = write_spool(config.spool_dir, run, body)
     except SpoolError as exc:
-        return Delivery(str(run.run_id), "failed", f"{why}; {exc}")
-    return Delivery(str(run.run_id), "spooled", why, path)
+        return Delivery(str(run.run_id), "failed", f"{sent.why}; {exc}")
+    return Delivery(str(run.run_id), "held" if sent.held else "spooled", sent.why, path)
 
 
 def _push_one(
-    path: Path, problem: str, config: UploadConfig, client: httpx.Client, sleep: Callable[[float], None]
+    path: Path,
+    problem: str,
+    config: UploadConfig,
+    client: httpx.Client,
+    peer: Peer | None,
+    sleep: Callable[[float], None],
 ) -> Delivery:
     if problem:
         return Delivery(path.name, "skipped", problem, path)
     try:
         body = read_spooled(path)
-        run = RunSubmission.model_validate_json(body)
+        head = read_head(body)
     except NotARegularFile as exc:  # swapped in since the folder was listed
         return Delivery(path.name, "skipped", str(exc), path)
     except (OSError, ValueError, SpoolError) as exc:
         return Delivery(path.stem, "failed", f"unreadable spool file: {_first(exc)}", path)
-    receipt, why = _post_or_why(client, config, body, run.run_id, sleep)
-    if receipt is None:
-        return Delivery(str(run.run_id), "spooled", why, path)
+    too_old = peer.refuses(head.version) if peer is not None else None
+    if too_old:  # not sent: the collector said, on the answer asked for first, that it cannot store it
+        return Delivery(str(head.run_id), "held", too_old, path)
+    sent = _post_or_why(client, config, body, head.run_id, head.version, sleep)
+    if sent.receipt is None:
+        return Delivery(str(head.run_id), "held" if sent.held else "spooled", sent.why, path)
     path.unlink(missing_ok=True)
-    return _received(receipt, why, path)
+    return _received(sent.receipt, sent.why, path)
+
+
+def contract_of(client: httpx.Client, config: UploadConfig) -> Peer | None:
+    """What the collector says of its contract, asked once before a push (``GET /api/v1/token``, under the same
+    deadline and answer cap as a post): its header, or a collector from before the versioned contract (a token answer
+    without one); None: no such answer now."""
+    assert config.collector_url is not None
+    url = config.collector_url.rstrip("/") + TOKEN_PATH
+    try:
+        answer = _exchange(client, url, None, token_headers(config), FIRST_CONTACT_S)
+        if answer.peer.version is None and answer.status == 200 and answer.complete:
+            TokenInfo.model_validate_json(answer.body)
+        else:
+            return answer.peer if answer.peer.version is not None else None
+    except Exception:  # no answer, or not a collector's: the runs are sent, and their answers tell
+        log.debug("asking %s for its contract failed", url, exc_info=True)
+        return None
+    return answer.peer
 
 
 def push(config: UploadConfig, client: httpx.Client, *, sleep: Callable[[float], None] = time.sleep) -> list[Delivery]:
-    """Send every spooled run; a file is deleted only on the collector's receipt for it, one bad entry stops none."""
-    return [_push_one(path, problem, config, client, sleep) for path, problem in entries(config.spool_dir)]
+    """Send every spooled run; a file is deleted only on the collector's receipt for it, one bad entry stops none.
+    A run the collector said it cannot store is held: kept, and not sent."""
+    found = entries(config.spool_dir)
+    peer = contract_of(client, config) if any(not problem for _, problem in found) else None
+    return [_push_one(path, problem, config, client, peer, sleep) for path, problem in found]

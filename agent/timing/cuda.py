@@ -200,23 +200,27 @@ class CudaTimer:
         the last and reads their times (one synchronisation per batch), adding the batch's span to ``idle``."""
         torch = self._torch
         events = []
-        began = time.perf_counter()
+        # Per repeat, where the device reached the repeat's start before the host had launched all of it (so it
+        # followed the host): the launching thread's time off a CPU meanwhile, which the device may have waited.
+        waited: list[float] = []
         for _ in range(count):
             if flush:
                 self.flush()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
+            wall, cpu = time.perf_counter(), time.thread_time()
             body()
             end.record()
+            off = (time.perf_counter() - wall) - (time.thread_time() - cpu)
+            waited.append(off if idle is not None and off > 0 and start.query() else 0.0)
             events.append((start, end))
-        launch_s = time.perf_counter() - began
 
         def read() -> list[float]:
             events[-1][1].synchronize()
             times = [s.elapsed_time(e) / 1e3 for s, e in events]
             if idle is not None:
                 span = events[0][0].elapsed_time(events[-1][1]) / 1e3
-                idle.add(span, times, flushes=len(events) - 1 if flush else 0, launch_s=launch_s)
+                idle.add(span, times, flushes=len(events) - 1 if flush else 0, waited_s=waited)
             return times
 
         return read

@@ -6,7 +6,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from .policy import BurstPolicy, TimingPolicy
@@ -43,20 +43,24 @@ def _unknown_at_limit(samples: list[float], elapsed: float, policy: TimingPolicy
 class Idle:
     """What the device saw of the host over a window's batches. Between repeats: each batch of several repeats' span
     from its first start event to its last end event, less its repeats and the flushes between them (``flush_s``
-    each, the fastest seen, so idleness is never overstated); enqueued back to back, a batch leaves the device idle
-    there only where the host fell behind. Within them: the host's time to launch each batch (its flushes, events
-    and calls) against the device's time to run it, near 1 where the device could only follow the host, which idle
-    between repeats does not show (agent/timing/starvation.py)."""
+    each, the fastest seen); enqueued back to back, a batch leaves the device idle there only where the host fell
+    behind, which an event pair around each repeat does not time. Within them (``waited``): of each repeat the device
+    reached before the host had launched all of its work, so that it followed the host's launching, the time the
+    launching thread spent off a CPU meanwhile (at most the repeat's own time), which the device may have waited and
+    its events timed. A host held up by a full launch queue is ahead of the device and on its CPU; a quiet host that
+    only launches slowly is on its CPU too (``launch_bound``, not starved). A busy host holds up some repeats, not
+    all: what matters is whether the median repeat, which the figure is, was held up (``launch_share``).
+    agent/timing/starvation.py reads both."""
 
     flush_s: float
     span_s: float = 0.0  # batches of several repeats
     busy_s: float = 0.0
-    run_s: float = 0.0  # every batch
-    launch_s: float = 0.0
+    repeats_s: list[float] = field(default_factory=list)
+    waited_s: list[float] = field(default_factory=list)
 
-    def add(self, span_s: float, repeats_s: list[float], flushes: int, launch_s: float) -> None:
-        self.run_s += span_s
-        self.launch_s += launch_s
+    def add(self, span_s: float, repeats_s: list[float], flushes: int, waited_s: list[float]) -> None:
+        self.repeats_s += repeats_s
+        self.waited_s += [min(w, t) for w, t in zip(waited_s, repeats_s, strict=True)]
         if len(repeats_s) > 1:
             self.span_s += span_s
             self.busy_s += min(sum(repeats_s) + flushes * self.flush_s, span_s)
@@ -65,7 +69,13 @@ class Idle:
         return (self.span_s - self.busy_s) / self.span_s if self.span_s > 0 else None
 
     def launch_share(self) -> float | None:
-        return min(self.launch_s / self.run_s, 1.0) if self.run_s > 0 else None
+        """How much shorter the median repeat would be without the time the device may have waited on the host:
+        1 - median(repeat - waited) / median(repeat), an upper bound (0: no repeat's median was held up)."""
+        if not self.repeats_s:
+            return None
+        timed = statistics.median(self.repeats_s)
+        unheld = statistics.median(t - w for t, w in zip(self.repeats_s, self.waited_s, strict=True))
+        return min(max(1 - unheld / timed, 0.0), 1.0) if timed > 0 else None
 
 
 @dataclass(frozen=True)

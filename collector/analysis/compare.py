@@ -29,8 +29,9 @@ DATASHEET = (
     ("Memory (datasheet)", "GB", "memory_gb", "memory_gb"),
     ("Memory bandwidth (datasheet)", "GB/s", "bandwidth_gbps", "bandwidth_gbps"),
 )
-#: The derived row of TFLOPS per $1,000 (the price chart's title and bar too).
-PER_KUSD = ("FP16 matmul per $1,000", "TFLOPS")
+#: The derived row of FP16 TFLOPS per $1,000 of the card's price: its label and unit (the price chart's title, bar and
+#: axis too, which say the unit whole: TFLOPS alone would be a card's throughput, not its price/performance).
+PER_KUSD = ("FP16 matmul price/performance", "TFLOPS per $1,000")
 #: The figures whose per-watt twins (the figure over the board's mean power while it was measured) the table shows
 #: after the price rows: what a power bill is compared on. Every other twin is in ``figures`` and the SQL views.
 PER_WATT_ROWS = tuple(key + PER_WATT_SUFFIX for key in (
@@ -139,23 +140,38 @@ def price_for(card: Card, patterns: list[tuple[str, float]], published: dict[tup
     return published.get((card.label, "price_usd"))
 
 
+def _baseline_card(label: str, gpu_name: str | None, entries: list[BaselineEntry]) -> tuple[Card, dict[str, Cell]]:
+    """A baseline's column: its standard-suite figures (the report's rows are the standard suite's), labelled with
+    the GPUs it stands on."""
+    gpus, runs = max(e.figure.gpus for e in entries), max(e.figure.runs for e in entries)
+    column = f"{label} baseline ({gpus} GPU{'s' if gpus != 1 else ''})"
+    card = Card(column, gpu_name, gpus, runs, match_spec(gpu_name) if gpu_name else None, baseline=True,
+                source=entries[0].bundle)  # fmt: skip
+    return card, {e.figure.figure: Cell(e.figure.value, e.figure.low or e.figure.value, e.figure.high or e.figure.value,
+                                        e.figure.gpus) for e in entries}  # fmt: skip
+
+
 def baseline_columns(
-    measured: list[Card], baselines: dict[str, list[BaselineEntry]]
+    measured: list[Card], baselines: dict[str, list[BaselineEntry]], others: dict[str, list[BaselineEntry]]
 ) -> tuple[list[Card], dict[tuple[str, str], Cell]]:
-    """Each measured card followed by its baseline's column (its standard-suite figures: the report's rows are the
-    standard suite's), labelled with the GPUs and runs it stands on; the baseline columns' cells."""
-    columns, found = [], {}
+    """Each measured card followed by its baseline's column where ``baselines`` has one, then the baselines of cards
+    this collector has not measured (``others``: the ones flopfleet ships, say), so that one card is seen beside
+    them; the baseline columns' cells."""
+    columns: list[Card] = []
+    found: dict[tuple[str, str], Cell] = {}
     for c in measured:
         columns.append(c)
         entries = [e for e in baselines.get(c.label, []) if e.suite == "standard"]
-        if not entries:
-            continue
-        gpus, runs = max(e.figure.gpus for e in entries), max(e.figure.runs for e in entries)
-        label = f"{c.label} baseline ({gpus} GPU{'s' if gpus != 1 else ''})"
-        columns.append(Card(label, c.gpu_name, gpus, runs, c.spec, baseline=True, source=entries[0].bundle))
-        for e in entries:
-            f = e.figure
-            found[(label, f.figure)] = Cell(f.value, f.low or f.value, f.high or f.value, f.gpus)
+        if entries:
+            card, figures = _baseline_card(c.label, c.gpu_name, entries)
+            columns.append(card)
+            found |= {(card.label, key): cell for key, cell in figures.items()}
+    for label, held in sorted(others.items()):
+        entries = [e for e in held if e.suite == "standard"]
+        if entries:
+            card, figures = _baseline_card(label, entries[0].gpu_name, entries)
+            columns.append(card)
+            found |= {(card.label, key): cell for key, cell in figures.items()}
     return columns, found
 
 
@@ -164,10 +180,12 @@ def comparison(
     cards: list[str] | None = None,
     extra_prices: dict[str, float] | None = None,
     baselines: dict[str, list[BaselineEntry]] | None = None,
+    others: dict[str, list[BaselineEntry]] | None = None,
 ) -> Comparison:
     """The cross-card table: measured cards (``m`` holds only those asked for), each followed by its baseline's
-    column where ``baselines`` has one, then published ones (only those in ``cards`` when given)."""
-    measured, found = baseline_columns(measured_cards(m), baselines or {})
+    column where ``baselines`` has one, then the baselines of cards not measured here (``others``), then published
+    ones (only those in ``cards`` when given)."""
+    measured, found = baseline_columns(measured_cards(m), baselines or {}, others or {})
     columns = measured + reference_cards(m, cards)
     found |= cells(m)
     published = reference_values(m)
@@ -208,7 +226,8 @@ def comparison(
     notes = []
     if any(c.baseline for c in columns):
         notes.append("Columns marked baseline are a card's baseline (the median over the GPUs it stands on of each "
-                     "one's median; the count says how many), not this collector's measurements.")  # fmt: skip
+                     "one's median; the count says how many; flopfleet's own, measured on lent GPUs, where this "
+                     "collector has none of that card), not this collector's measurements.")  # fmt: skip
     if any(c.published for c in columns):
         notes.append("Columns marked (published) are figures from their source, not measured by this collector; "
                      "the published A100 'FP32' matmul ran with TF32 on.")  # fmt: skip

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import os
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
+
+from schemas.terminal import console
 
 if TYPE_CHECKING:
     from ..store import Store
     from ..web.settings import Settings
-
-
-def console(stderr: bool = False) -> Console:
-    """The terminal's width on a terminal (or ``COLUMNS``); piped into a file, ``grep`` or a script, lines and tables at
-    their own width instead of rich's default 80 columns, which cut a table's cells and a message's names in two."""
-    stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty() or os.environ.get("COLUMNS"):
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, width=1_000, soft_wrap=True)
 
 
 out = console()

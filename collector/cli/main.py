@@ -7,22 +7,28 @@ import sys
 from contextlib import closing
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from schemas.api import SNAPSHOT_PATH
 from schemas.helpscreen import plain_help
 from schemas.labels import HOSTNAME
 from schemas.terminal import LEVEL_STYLE, literal
 
 from .. import __version__
-from ..store.errors import CollectorError
-from ..store.sqlviews import ABOUT, UNDER
+from ..store.errors import CollectorError, DatabaseBusy
+from ..store.sqlviews import ABOUT, EVERY_RESULT, FIGURE_VIEWS, TRUSTED_WORDS, UNDER
 from .baseline import baseline_app
 from .common import CreateOpt, DbOpt, TableOrJson, TableOrJsonOpt, err, open_store, out, settings_for
+from .prices import prices_app
+from .remote import ask_sql, download_snapshot
 from .token import token_app
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from ..store.commits import Stored
+    from ..web.settings import Settings
 
 EXIT_FAILED = 1
 
@@ -125,20 +131,38 @@ def ingest(
     create: CreateOpt = False,
 ) -> None:
     """Store run files without a server, with the same validation as the HTTP API."""
-    from ..analysis.parse import parse_run
-
     failed = 0
     with open_store(settings_for(db, create=create or None)) as store:
         for path in files:
             try:
-                stored = store.add_run(parse_run(path.read_bytes()))
+                stored, notes = _ingest_one(store, path)
             except (OSError, CollectorError) as exc:
                 failed += 1
                 err.print(Text.assemble(literal(path, "red"), ": ", literal(exc)))
                 continue
             out.print(literal(f"{path}: run {stored.run_id} {stored.status} ({stored.results} results)"))
+            for note in notes:
+                out.print(literal(f"{path}: not understood: {note}"))
     if failed:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _ingest_one(store: Store, path: Path, source: str = "agent") -> tuple[Stored, tuple[str, ...]]:
+    """One run file stored as the HTTP API stores it, and what of a newer minor's run this collector did not know."""
+    from ..analysis.parse import read_run
+    from ..store.commits import compress, digest
+
+    body = path.read_bytes()
+    parsed = read_run(body)
+    if parsed.document is None:
+        return store.add_run(parsed.run, source=source), ()
+    # A newer minor's run: kept as sent, its rows what this collector knows of it (docs/contract.md).
+    run = parsed.run
+    stored = store.submit(parsed.document, run_id=str(run.run_id), results=len(run.results), sha256=digest(body),
+                          payload=compress(body), source=source,
+                          not_understood=parsed.not_understood).result()  # fmt: skip
+    store.settle()
+    return stored, parsed.not_understood
 
 
 PricesOpt = Annotated[
@@ -172,9 +196,13 @@ def report(
 
 
 SQL_HELP = (
-    "Query the database read-only, with the limits of the HTTP API (FLOPFLEET_SQL_TIMEOUT_S, _MAX_ROWS, _MAX_BYTES)."
+    "Query the database read-only, with the limits of the HTTP API (FLOPFLEET_SQL_TIMEOUT_S, _MAX_ROWS, _MAX_BYTES, "
+    "_MEMORY_LIMIT). While a collector serves the file, DuckDB lets no other process open it: ask that collector "
+    "with --collector URL instead (the same query, answered by its SQL API)."
     f"\n\nViews: {', '.join(ABOUT)}; the tables under them: {', '.join(UNDER)}. Their columns: the /sql page, or "
     "\"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'matmul'\"."
+    f"\n\nThe views of results ({', '.join(FIGURE_VIEWS)}) hold trusted results only ({TRUSTED_WORDS}), as the "
+    f"report counts them; {' and '.join(EVERY_RESULT)} hold every result, with trusted and flags."
 )
 
 
@@ -186,17 +214,39 @@ def sql(
     max_rows: Annotated[
         int | None, typer.Option(help="Stop after this many rows (default: the sql_max_rows setting, 10,000).")
     ] = None,
+    collector: Annotated[
+        str | None,
+        typer.Option(metavar="URL", help="Ask the collector serving the database at this URL instead of opening --db."),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="FLOPFLEET_TOKEN", help="A token with the read scope, with --collector.")
+    ] = None,
 ) -> None:
     from ..render.query import render_query
 
     settings = settings_for(db)
     cap = min(max_rows or settings.sql_max_rows, settings.sql_max_rows)
-    with settings.open_store(read_only=True) as store:
-        result = store.sql(query, max_rows=cap, timeout_s=settings.sql_timeout_s, max_bytes=settings.sql_max_bytes)
+    if collector:
+        result = ask_sql(collector, token, query, cap)
+    else:
+        with _open_for_sql(settings) as store:
+            result = store.sql(query, max_rows=cap, timeout_s=settings.sql_timeout_s,
+                               max_bytes=settings.sql_max_bytes, max_memory=settings.sql_memory_bytes())  # fmt: skip
     render_query(result, fmt.value, out)
     if result.truncated:
         why = f"{cap} rows (--max-rows)" if result.truncated_by == "max_rows" else "the sql_max_bytes setting"
         err.print(Text.assemble(("note", "yellow"), f": stopped after {why}"))
+
+
+def _open_for_sql(settings: Settings) -> Store:
+    """The database opened read-only (with the server's memory limit, as every command opens it); a file a running
+    collector holds is refused with the way to ask that collector instead."""
+    try:
+        store = settings.open_store(read_only=True)
+    except DatabaseBusy as exc:
+        raise DatabaseBusy(f"{settings.db} is in use by another process (a running collector?): ask that collector "
+                           "with --collector URL (e.g. http://127.0.0.1:8000), or stop it first") from exc  # fmt: skip
+    return store
 
 
 @app.command()
@@ -246,14 +296,13 @@ def import_reference(
 ) -> None:
     """Import published figures (the transformers-benchmarks README's five cards, bundled) or others' run files,
     labelled as reference rather than measured here."""
-    from ..analysis.parse import parse_run
     from ..analysis.reference import load
 
     with open_store(settings_for(db, create=create or None)) as store:
         sources: list[Path | None] = list(files) if files else [None]
         for path in sources:
             if path is not None and path.suffix == ".json":
-                stored = store.add_run(parse_run(path.read_bytes()), source="reference")
+                stored, _ = _ingest_one(store, path, source="reference")
                 out.print(literal(f"{path}: run {stored.run_id} {stored.status} as reference"))
                 continue
             values = load(path)
@@ -263,48 +312,7 @@ def import_reference(
             out.print(literal(f"{source}: {len(values)} figures for {', '.join(cards)}"))
 
 
-prices_app = typer.Typer(help="Card prices for price/performance rows and charts.", no_args_is_help=True)
 app.add_typer(prices_app, name="prices")
-
-
-@prices_app.command("set")
-def prices_set(
-    model: Annotated[str, typer.Argument(help="Regex matched against card names, e.g. 'H100.*HBM3'.")],
-    price_usd: Annotated[float, typer.Argument(help="Price in US dollars.")],
-    db: DbOpt = Path("flopfleet.duckdb"),
-    create: CreateOpt = False,
-) -> None:
-    """Set (or replace) one price."""
-    with open_store(settings_for(db, create=create or None)) as store:
-        store.set_price(model, price_usd, "cli")
-    out.print(literal(f"price of {model!r}: ${price_usd:,.0f}"))
-
-
-@prices_app.command("import")
-def prices_import(
-    file: Annotated[Path, typer.Argument()], db: DbOpt = Path("flopfleet.duckdb"), create: CreateOpt = False
-) -> None:
-    """Set prices from a CSV with columns model,price_usd."""
-    from ..analysis.reference import parse_prices
-
-    prices = parse_prices(file)
-    with open_store(settings_for(db, create=create or None)) as store:
-        for model, usd in prices.items():
-            store.set_price(model, usd, str(file))
-    out.print(literal(f"{len(prices)} prices from {file}"))
-
-
-@prices_app.command("list")
-def prices_list(db: DbOpt = Path("flopfleet.duckdb")) -> None:
-    """The stored prices."""
-    from ..render.query import render_query
-
-    settings = settings_for(db)
-    with settings.open_store(read_only=True) as store:
-        result = store.sql("SELECT model, price_usd, source, updated_at FROM prices ORDER BY 1",
-                           max_rows=settings.sql_max_rows, timeout_s=settings.sql_timeout_s,
-                           max_bytes=settings.sql_max_bytes)  # fmt: skip
-    render_query(result, "table", out)
 
 
 @app.command("export")
@@ -336,24 +344,11 @@ def snapshot(
     if output.exists():
         raise CollectorError(f"{output} exists; a snapshot never overwrites a file")
     if collector:
-        _download_snapshot(collector, token, output)
+        download_snapshot(collector, token, output)
     else:
         with settings_for(db).open_store(read_only=True) as store:
             store.snapshot(output)
     out.print(literal(f"snapshot written to {output}"))
-
-
-def _download_snapshot(collector: str, token: str | None, output: Path) -> None:
-    import httpx
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.stream("GET", collector.rstrip("/") + SNAPSHOT_PATH, headers=headers, timeout=600) as answer:
-        if answer.status_code != 200:
-            answer.read()
-            raise CollectorError(f"the collector answered {answer.status_code}: {answer.text[:300]}")
-        with open(output, "wb") as fh:
-            for chunk in answer.iter_bytes():
-                fh.write(chunk)
 
 
 @app.command()

@@ -129,11 +129,13 @@ def comparison(
     card's baseline as a column beside it."""
     measured = [c for c in cards if not c.endswith(compare.PUBLISHED)] if cards else None
     data = measurements(reads, measured)
-    by_card = {}
-    if baselines:
-        index = baseline_index(reads)
-        by_card = {c["card"]: index.entries(c["card"]) for c in data.cards}
-    return compare.comparison(data, cards, prices, by_card)
+    index = baseline_index(reads)
+    here = {c["card"] for c in data.cards}
+    by_card = {card: index.entries(card) for card in here} if baselines else {}
+    # The baselines of cards this collector has not measured, always: one card is seen beside flopfleet's measured
+    # ones (their columns are labelled as baselines, as published ones are).
+    others = {card: index.entries(card) for card in index.cards() - here}
+    return compare.comparison(data, cards, prices, by_card, others)
 
 
 def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, machines_too: bool = False) -> Charts:
@@ -269,8 +271,7 @@ def baseline_bands(index: BaselineIndex, card: str) -> list[BaselineBand]:
 
 
 def gpu(reads: Reads, device: str, page: int = 1) -> GpuView:
-    """A GPU's verdict and its runs, newest first, a page at a time: what it costs follows the page, not the runs
-    kept."""
+    """A GPU's verdict and its runs, newest first, a page at a time (its cost follows the page, not the runs)."""
     runs = reads.gpu_runs(device)
     if not runs:
         raise NotFound(f"no GPU {device!r}")
@@ -322,7 +323,7 @@ def compare_cards(reads: Reads, chosen: list[str]) -> CompareView:
     choices = card_names(reads)
     if not chosen:
         return CompareView(choices, chosen, None, None, None)
-    message = refusal(reads, chosen, fewest=2)
+    message = refusal(reads, chosen, fewest=1)  # one card is compared with the baselines of others
     if message:
         return CompareView(choices, chosen, None, message, None)
     cmp = comparison(reads, chosen)

@@ -73,7 +73,7 @@ def report_markdown(
 ) -> str:
     """The report; ``summary``: the fleet at a glance, and ``verdicts`` only those that need action (a fleet
     larger than a page)."""
-    if not cmp.cards:
+    if not any(c.measured for c in cmp.cards):
         return "# flopfleet comparison\n\nNo results stored yet.\n"
     left_out = starved_note(*starved)
     lines = [

@@ -1,32 +1,18 @@
-"""Numbers for people, the same in pages, charts and reports: three significant digits, never an exponent, and
-chart axes whose ticks are round, distinct and written with the decimals their step needs."""
+"""Numbers for people, the same in pages, charts and reports: three significant digits, never an exponent
+(``schemas.numbers``, which the agent's terminal tables share), and chart axes whose ticks are round, distinct and
+written with the decimals their step needs."""
 
 from __future__ import annotations
 
 import math
 from decimal import Decimal
 
+from schemas.numbers import number, percent
+
+__all__ = ["axis", "number", "percent", "size"]
+
 #: An axis' step is one of these times a power of ten.
 _STEPS = (1, 2, 2.5, 5, 10)
-
-
-def number(value: float | None) -> str:
-    """Three significant digits, never an exponent: 1,130 · 45.2 · 0.0123 · 0.00400 (a measured 0.004 is not 0); a
-    whole number as one (a datasheet's 80 GB, not 80.0)."""
-    if value is None:
-        return ""
-    if float(value).is_integer() or abs(value) >= 100:
-        return f"{value:,.0f}"
-    digits = max(0, 2 - int(f"{abs(value):e}".split("e")[1]))
-    return f"{value:,.{digits}f}"
-
-
-def percent(value: float | None) -> str:
-    """A fraction as a whole percentage (0.707 → 71%), or with significant figures below 1% (0.004 → 0.400%)."""
-    if value is None:
-        return ""
-    shown = value * 100
-    return f"{shown:.0f}%" if shown == 0 or abs(shown) >= 1 else f"{number(shown)}%"
 
 
 def size(value: float) -> str:

@@ -11,10 +11,12 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from schemas.api import RUNS_PATH, SQL_PATH
 from schemas.health_figures import HEALTH_FIGURES
 from schemas.labels import HOSTNAME, SOFTWARE, software_text
+from schemas.verdicts import REFERENCE_WORDS
 
 from ..analysis.fleet import LEVELS, PAGE, Filter
 from .fleet import list_url
 from .numbers import number, percent
+from .query import shown
 
 
 def _when(value: datetime | str | None) -> str:
@@ -44,12 +46,13 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(pct=percent, signed_pct=_signed_pct, when=_when, number=number, version=_version,
-                       software=software_text)  # fmt: skip
+                       software=software_text, shown=shown)  # fmt: skip
     # The words a column is headed with, defined once (schemas.labels, schemas.verdicts).
     env.globals.update(
         HOSTNAME=HOSTNAME,
         SOFTWARE=SOFTWARE,
         HEALTH_FIGURES=HEALTH_FIGURES,
+        REFERENCE_WORDS=REFERENCE_WORDS,
         RUNS_PATH=RUNS_PATH,
         SQL_PATH=SQL_PATH,
         LEVELS=LEVELS,

@@ -1,8 +1,10 @@
-"""SQL results as a terminal table (every value literal), CSV (neutralised for spreadsheets) or JSON."""
+"""SQL results as a table for people (the terminal's and the /sql page's: every value literal, numbers as the pages
+write them), CSV (neutralised for spreadsheets) or JSON (both at full precision)."""
 
 from __future__ import annotations
 
 import json
+import math
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal, Protocol
@@ -14,6 +16,7 @@ from rich.table import Table
 from schemas.terminal import literal
 
 from .csvsafe import write_csv
+from .numbers import number
 
 
 class QueryResult(Protocol):
@@ -42,6 +45,16 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def shown(value: Any) -> str:
+    """A value as a table shows it to a person: a float with three significant digits, as every page writes a figure
+    (0.004205383872380331 is 0.00421), NULL as nothing, the rest as ``plain`` text. CSV and JSON keep every digit."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return number(value) if math.isfinite(value) else str(value)
+    return str(plain(value))
+
+
 def as_csv(result: QueryResult) -> str:
     """Numbers as numbers (DECIMAL included), everything else as ``plain`` text, neutralised for spreadsheets."""
     return write_csv(result.columns, ([v if isinstance(v, Decimal) else plain(v) for v in row] for row in result.rows))
@@ -62,5 +75,5 @@ def render_query(result: QueryResult, fmt: Literal["table", "csv", "json"], cons
         for column in result.columns:  # names can be data too (PIVOT makes columns of values)
             table.add_column(literal(column))
         for row in result.rows:
-            table.add_row(*(literal("" if v is None else plain(v)) for v in row))
+            table.add_row(*(literal(shown(v)) for v in row))
         console.print(table)

@@ -11,6 +11,7 @@ with the rows they may replace (only those keys), so its cost follows the runs s
 from __future__ import annotations
 
 from schemas.health_figures import HEALTH_FIGURES
+from schemas.labels import IMPLEMENTATIONS
 
 from .figures import TRUSTED
 from .sqlviews import devices_sql
@@ -267,7 +268,8 @@ _POINTS = f"""
     UNION ALL
     SELECT run_id, gpu_index, 'decode',
            model || ', ' || seq_len || ' positions'
-               || CASE WHEN implementation = 'torch' THEN ', plain torch' ELSE '' END, batch, tokens_per_s
+               || CASE WHEN implementation = 'torch' THEN ', {IMPLEMENTATIONS["torch"]}' ELSE '' END,
+           batch, tokens_per_s
     FROM new_results WHERE benchmark = 'inference' AND phase = 'decode' AND tokens_per_s IS NOT NULL AND {TRUSTED}
 """
 #: The card of each new run's first GPU: the card a machine-wide result is labelled with.

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import duckdb
 
+from .figures import TRUSTED
 from .tables import TABLES
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,9 @@ STAGING = "_staging"
 FOLDERS = ("results", "gpu_samples", "payloads")
 #: SQL users' views of live and archived rows together, and the table each reads.
 VIEWS = {"all_results": "results", "all_gpu_samples": "gpu_samples"}
+#: Columns a view has besides its table's: whether a result counts (the figures' rule, ``figures.TRUSTED``), so a
+#: query over every result need not spell the rule again.
+DERIVED = {"results": f"{TRUSTED} AS trusted"}
 #: The longest the writer waits for the store's readers of the archive to finish before it moves files; if they
 #: have not, the files are moved at its next pass.
 MOVE_WAIT_S = 0.1
@@ -241,7 +245,9 @@ class ArchiveFolder:
         typed = ", ".join(f'CAST(f."{c.name}" AS {c.sql}) AS "{c.name}"' for c in columns)
         files = ", ".join(_literal(str(base / table / "*" / "*.parquet")) for base in (self.root / STAGING, self.root))
         # The typed empty row set gives every column (and ``filename``) even to an empty archive or older files.
+        derived = f", {DERIVED[table]}" if table in DERIVED else ""
         return f"""
+            SELECT *{derived} FROM (
             SELECT {names} FROM {table}
             UNION ALL
             SELECT {typed}
@@ -249,5 +255,5 @@ class ArchiveFolder:
                   SELECT * FROM read_parquet([{files}], filename = true, union_by_name = true, allow_empty = true,
                                              hive_partitioning = false)) f
             SEMI JOIN archived_runs a
-                ON a.run_id = CAST(f.run_id AS UUID) AND a.batch = regexp_extract(f.filename, '([^/]+)[.]parquet$', 1)
+                ON a.run_id = CAST(f.run_id AS UUID) AND a.batch = regexp_extract(f.filename, '([^/]+)[.]parquet$', 1))
         """

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Literal
 
 import duckdb
+from pydantic import ValidationError
 
 from schemas import RunSubmission
 
@@ -60,12 +61,13 @@ class Stored:
 class Pending:
     run_id: str
     results: int
-    document: bytes  # the JSON as received (and validated, so UTF-8), parsed by DuckDB
-    payload: bytes  # the same, gzip-compressed, as stored
+    document: bytes  # the JSON as received (and validated, so UTF-8), parsed by DuckDB; a newer minor's: what is known
+    payload: bytes  # the JSON as received, gzip-compressed, as stored
     sha256: str
     received_at: datetime
     source: str
     token_name: str | None
+    not_understood: tuple[str, ...] = ()  # what of a newer minor's run is in the payload only
     done: Future[Stored] = field(default_factory=Future)
 
     @classmethod
@@ -207,6 +209,7 @@ class GroupCommit:
                 "source": pa.array([p.source for p in runs], type=pa.string()),
                 "token_name": pa.array([p.token_name for p in runs], type=pa.string()),
                 "commit_seq": pa.array([seq := self._take_seq()] * len(runs), type=pa.int64()),
+                "not_understood": pa.array([list(p.not_understood) or None for p in runs], type=pa.list_(pa.string())),
             }
         )
         assert tuple(incoming.column_names) == INCOMING
@@ -245,10 +248,15 @@ def _settle_duplicate(cur: duckdb.DuckDBPyConnection, p: Pending, stored_sha: st
     """Same bytes: a duplicate. Other bytes: a duplicate only if the content is equal (spacing, key order)."""
     if stored_sha != p.sha256:
         row = cur.execute("SELECT payload FROM runs WHERE run_id = ?::UUID", [p.run_id]).fetchone()
-        same = row is not None and RunSubmission.model_validate_json(
-            gzip.decompress(row[0])
-        ) == RunSubmission.model_validate_json(p.document)
-        if not same:
+        if row is None or not _same_content(gzip.decompress(row[0]), gzip.decompress(p.payload)):
             resolve(p, error=RunConflict(f"run {p.run_id} is already stored with different content"))
             return
     resolve(p, Stored(p.run_id, "duplicate", p.results))
+
+
+def _same_content(stored: bytes, sent: bytes) -> bool:
+    """As runs (defaults filled in) where this collector reads both whole; as JSON where one is of a newer minor."""
+    try:
+        return RunSubmission.model_validate_json(stored) == RunSubmission.model_validate_json(sent)
+    except ValidationError:
+        return bool(json.loads(stored) == json.loads(sent))

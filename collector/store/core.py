@@ -56,6 +56,7 @@ class Store:
         threads: int | None = None,
         retention_days: int = 0,
         archive_dir: Path | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         self.path = path
         self.read_only = read_only
@@ -68,6 +69,8 @@ class Store:
         config: dict[str, Any] = {} if read_only else {"checkpoint_threshold": CHECKPOINT_LIMIT}
         if threads is not None:
             config["threads"] = threads
+        if memory_limit is not None:  # what DuckDB as a whole may take (``harden`` sets it again for a server)
+            config["memory_limit"] = memory_limit
         self._config = config
         self.refresher = Refresher()
         self.commits = GroupCommit(self.refresher)
@@ -126,14 +129,12 @@ class Store:
         alone (the verdicts) can be kept until then."""
         return (self._instance, self.refresher.refreshed_to)
 
-    def sql(
-        self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
-    ) -> QueryResult:
-        """A reader's own SQL: one checked statement, read-only, interrupted after ``timeout_s``, cut at
-        ``max_rows`` rows or ``max_bytes`` bytes of values (``sqlguard``). The archive's files stay where they are
-        meanwhile, so ``all_results`` finds every run once."""
+    def sql(self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None,
+            max_bytes: int = DEFAULT_MAX_BYTES, max_memory: int | None = None) -> QueryResult:  # fmt: skip
+        """A reader's SQL through ``sqlguard``'s limits; the archive stays put meanwhile (``all_results`` is whole)."""
         with self.folder.reading():
-            return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes)
+            return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes,
+                             max_memory=max_memory, gauge=self._cursor)  # fmt: skip
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for one request or command: cheap, and safe to use from its own thread; StorageUnavailable
@@ -208,24 +209,18 @@ class Store:
         source: str = "agent",
         token_name: str | None = None,
         received_at: datetime | None = None,
+        not_understood: tuple[str, ...] = (),
     ) -> Future[Stored]:
         """``add_run`` without waiting, for the server's event loop, given the run's JSON as received (validated):
-        ``sha256`` is its digest and ``payload`` the same gzip-compressed (as the client sent it, or compressed
-        once), as stored."""
+        ``sha256`` is its digest and ``payload`` the same gzip-compressed (as sent, or compressed once), as stored; a
+        newer minor's: ``document`` what this collector knows of it, ``not_understood`` the rest (analysis/newer)."""
         if self.failure is not None:
             refused: Future[Stored] = Future()
             refused.set_exception(StorageUnavailable(self.failure.message()))
             return refused
-        pending = Pending(
-            run_id=run_id,
-            results=results,
-            document=document,
-            payload=payload,
-            sha256=sha256,
-            received_at=received_at or datetime.now(timezone.utc),
-            source=source,
-            token_name=token_name,
-        )
+        pending = Pending(run_id=run_id, results=results, document=document, payload=payload, sha256=sha256,
+                          received_at=received_at or datetime.now(timezone.utc), source=source, token_name=token_name,
+                          not_understood=not_understood)  # fmt: skip
         self.writer.put(pending)
         return pending.done
 

@@ -6,13 +6,15 @@ each to an HTTP status. The base and what the store raises are here; what only r
 CollectorError
  ├── BadRequest          a request the collector cannot answer as asked: a missing or unknown parameter (400)
  ├── InvalidRun          a payload failed validation (422)
+ │    └── UnsupportedVersion  a run of a contract major this collector does not read (422)          exit 78
  ├── InvalidBaseline     web: a baseline bundle that is unreadable, tampered with or newer than this collector (422)
  ├── PayloadTooLarge     web: a body over the size limit, before or after gunzip (413)
  ├── BadEncoding         web: a Content-Encoding other than gzip, or gzip that does not inflate (415/400)
  ├── RunConflict         a run_id already stored with a different payload (409)
  ├── NotFound            no such run (404)
  ├── QueryRefused        SQL that is not one read-only statement (400)
- ├── QueryFailed         SQL that DuckDB could not run (400); QueryTimeout (sqlguard): stopped, with no rows (400)
+ ├── QueryFailed         SQL that DuckDB could not run (400); QueryTimeout (sqlguard): stopped, with no rows (400);
+ │                       QueryTooLarge (sqlguard): stopped past its memory share, sql_memory_limit (400)
  ├── MissingDatabase     no database at --db, or no folder for a new one (a typo?)                 exit 66
  ├── DatabaseBusy        the DuckDB file is held by another process (a running collector)          exit 75
  ├── CorruptDatabase     the file is not a (whole) DuckDB database: left untouched                 exit 65
@@ -43,6 +45,13 @@ class CollectorError(Exception):
 class InvalidRun(CollectorError):
     status_code = 422
     code = "validation_error"
+
+
+class UnsupportedVersion(InvalidRun):
+    """Its own code, so that an agent tells "upgrade the collector" from a bad run (docs/contract.md)."""
+
+    code = "unsupported_version"
+    exit_code = 78  # EX_CONFIG: this collector's version is the wrong one for the run
 
 
 class BadRequest(CollectorError):

@@ -15,15 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from schemas.health_figures import HEALTH_FIGURES, UNTRUSTED_FLAGS, HealthFigure
-from schemas.labels import PER_WATT_SUFFIX, PER_WATT_UNITS
+from schemas.health_figures import HEALTH_FIGURES, TRUSTABLE_FLAGS, HealthFigure
+from schemas.labels import IMPLEMENTATIONS, PER_WATT_SUFFIX, PER_WATT_UNITS
 
-#: Results that may become a figure: ok, and not flagged as a measurement error, wrong numerics or a starved window
-#: (``schemas.health_figures.UNTRUSTED_FLAGS``, which the agent's own verdicts apply too: one list).
+#: Results that may become a figure: ok, and not flagged as a measurement error, wrong numerics or a starved window,
+#: nor with a flag this collector does not know (``schemas.health_figures.TRUSTABLE_FLAGS``, which the agent's own
+#: verdicts apply too: one list).
 TRUSTED = (
-    "status = 'ok' AND NOT list_has_any(coalesce(flags, []), ["
-    + ", ".join(f"'{f}'" for f in sorted(UNTRUSTED_FLAGS))
-    + "])"
+    "status = 'ok' AND list_has_all(["
+    + ", ".join(f"'{f}'" for f in sorted(TRUSTABLE_FLAGS))
+    + "], coalesce(flags, []))"
 )
 #: The params a figure may require (equal), besides its benchmark.
 MATCHED = ("dtype", "op", "direction", "pinned", "block", "mode", "model", "phase", "batch", "n", "implementation",
@@ -115,7 +116,7 @@ def _inference(key: str, label: str, model: str) -> list[Figure]:
     measured on the same GPU (``copy_fraction``) at batch 1 and 32."""
     return [
         *_llm(key, label, model, "transformers", "", ""),
-        *_llm(key, label, model, "torch", "_torch", ", plain torch"),
+        *_llm(key, label, model, "torch", "_torch", f", {IMPLEMENTATIONS['torch']}"),
     ]
 
 

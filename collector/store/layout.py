@@ -29,8 +29,10 @@ from .tables import TABLES, ddl
 log = logging.getLogger(__name__)
 
 #: The layout of the database file; a file written by a newer collector is refused, not misread. 2: the summaries
-#: kept at ingest (``aggregates``), built for older files when they are first opened.
-DB_VERSION = 4  # 3: health_history; 4: the suite of each value it keeps
+#: kept at ingest (``aggregates``), built for older files when they are first opened; 3: health_history; 4: the
+#: suite of each value it keeps; 5: the views of results hold trusted results only (a reader of an older file would
+#: answer through its views, which held every result: it is refused until a writer recreates them).
+DB_VERSION = 5
 #: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
 DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
 #: Tables that are not flattened from runs: the archive's record, prices for price/performance, and baselines

@@ -53,6 +53,11 @@ class Reads(FleetReads):
             [limit, offset],
         )
 
+    def not_understood(self, run_id: str) -> list[str]:
+        """What of a newer minor's run this collector did not know when it stored it (docs/contract.md)."""
+        found = self._one("SELECT not_understood FROM runs WHERE run_id = TRY_CAST(? AS UUID)", [run_id])
+        return list(found or [])
+
     def starved_results(self) -> tuple[int, int]:
         """(results, runs) flagged starved: measured on a busy host, so in no figure and no verdict."""
         row = self._rows("SELECT coalesce(sum(starved), 0), count(*) FROM run_summaries WHERE starved > 0")[0]
@@ -62,8 +67,10 @@ class Reads(FleetReads):
         """The runs in the order they were received, newest first (the API's list)."""
         return self._dicts(
             """SELECT r.run_id, r.suite, r.device, r.hostname, r.started_at, r.received_at,
-                      coalesce(s.gpu_names, []) AS gpu_names, coalesce(s.results, 0) AS results
-               FROM (SELECT run_id, suite, device, hostname, started_at, received_at
+                      coalesce(s.gpu_names, []) AS gpu_names, coalesce(s.results, 0) AS results,
+                      r.schema_version || '.' || coalesce(r.schema_minor, 0) AS contract, r.not_understood
+               FROM (SELECT run_id, suite, device, hostname, started_at, received_at, schema_version, schema_minor,
+                            not_understood
                      FROM runs ORDER BY received_at DESC, run_id LIMIT ? OFFSET ?) r
                LEFT JOIN run_summaries s USING (run_id) ORDER BY r.received_at DESC, r.run_id""",
             [limit, offset],

@@ -1,12 +1,14 @@
-"""The documented views SQL users query (docs/reports-and-sql.md); their columns are a stable interface."""
+"""The documented views SQL users query (docs/reports-and-sql.md); their columns, and which results each holds
+(trusted ones, or every one), are a stable interface."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from schemas.health_figures import UNTRUSTED_FLAGS
 from schemas.labels import HEADLINES, Headline
 
-from .figures import RUN_COPY
+from .figures import RUN_COPY, TRUSTED
 from .tables import COUNTERS
 
 #: The GPU model as compared: its name and memory size (an 80 GB part is not a 40 GB one).
@@ -58,11 +60,13 @@ def _counters_sql() -> str:
 VIEWS: dict[str, str] = {
     # One row per device in each run: where a card's label comes from, without scanning results.
     "devices": devices_sql(),
-    # Every result with its run and GPU beside it: the base of the other views.
-    "result_facts": """
-        SELECT r.*, d.card, d.gpu_model, d.gpu_name, d.device_id AS gpu_uuid, d.power_limit_w, d.power_limit_default_w,
-               d.pcie_gen, d.pcie_gen_max, d.pcie_width, d.pcie_width_max, ru.hostname, ru.started_at, ru.suite,
-               ru.device, ru.source, ru.torch, ru.cuda, ru.driver, ru.transformers, ru.agent_version
+    # Every result with its run and GPU beside it, and whether it counts (``trusted``: the rule that makes figures,
+    # ``figures.TRUSTED``): the base of the other views.
+    "result_facts": f"""
+        SELECT r.*, {TRUSTED} AS trusted, d.card, d.gpu_model, d.gpu_name, d.device_id AS gpu_uuid, d.power_limit_w,
+               d.power_limit_default_w, d.pcie_gen, d.pcie_gen_max, d.pcie_width, d.pcie_width_max, ru.hostname,
+               ru.started_at, ru.suite, ru.device, ru.source, ru.torch, ru.cuda, ru.driver, ru.transformers,
+               ru.agent_version
         FROM results r
         JOIN runs ru USING (run_id)
         -- A result that spans the machine (collectives, data-parallel training) has no GPU index: it is
@@ -81,7 +85,7 @@ VIEWS: dict[str, str] = {
     "matmul": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, m, n, k, tflops, peak_fraction, rel_error,
                median_s, cv, timing_method, status, reason, flags, torch, cuda, driver
-        FROM result_facts WHERE benchmark = 'matmul'
+        FROM result_facts WHERE trusted AND benchmark = 'matmul'
     """,
     "mamf": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, dtype, tflops,
@@ -89,30 +93,30 @@ VIEWS: dict[str, str] = {
                CAST(json_extract(metrics, '$.m') AS BIGINT) AS best_m,
                CAST(json_extract(metrics, '$.n') AS BIGINT) AS best_n,
                CAST(json_extract(metrics, '$.k') AS BIGINT) AS best_k, status, reason, flags
-        FROM result_facts WHERE benchmark = 'mamf'
+        FROM result_facts WHERE trusted AND benchmark = 'mamf'
     """,
     "bandwidth": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, op, elements, bytes_per_call, gbps, tflops,
                peak_fraction, median_s, cv, timing_method, status, reason, flags
         FROM (SELECT *, CAST(json_extract(params, '$.bytes_per_call') AS BIGINT) AS bytes_per_call
-              FROM result_facts WHERE benchmark = 'bandwidth')
+              FROM result_facts WHERE trusted AND benchmark = 'bandwidth')
     """,
     "transfers": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, direction, pinned, bytes, gbps, peak_fraction,
                pcie_gen, pcie_width, pcie_gen_max, pcie_width_max, median_s, status, reason, flags
-        FROM result_facts WHERE benchmark = 'transfer'
+        FROM result_facts WHERE trusted AND benchmark = 'transfer'
     """,
     "layers": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, model, block, dtype, mode, batch, seq_len,
                attn_implementation, coalesce(implementation, 'transformers') AS implementation, tflops, peak_fraction,
                median_s, cv, timing_method, status, reason, flags, torch, transformers
-        FROM result_facts WHERE benchmark = 'layer'
+        FROM result_facts WHERE trusted AND benchmark = 'layer'
     """,
     "training": """
         SELECT run_id, card, gpu_uuid, hostname, started_at, name, model, batch, seq_len, world_size,
                samples_per_s, tokens_per_s, tflops, mfu, scaling_efficiency, peak_memory_bytes, attn_implementation,
                median_s, status, reason, flags, torch
-        FROM result_facts WHERE benchmark = 'training'
+        FROM result_facts WHERE trusted AND benchmark = 'training'
     """,
     # LLM prefill and decode, by implementation (transformers' model, or the lean plain-torch one and its kernels):
     # bytes_per_step, bandwidth_fraction (of the datasheet memory bandwidth) and copy_fraction (of copy_gbps, the
@@ -134,13 +138,13 @@ VIEWS: dict[str, str] = {
                CAST(json_extract(params, '$.flops_per_call') AS DOUBLE) AS flops_per_call, peak_memory_bytes,
                median_s, cv, timing_method, calls_per_repeat, status, reason, flags, torch, cuda, transformers
         FROM (SELECT *, {RUN_COPY} AS copy_gbps FROM result_facts WHERE benchmark IN ('inference', 'bandwidth'))
-        WHERE benchmark = 'inference'
+        WHERE trusted AND benchmark = 'inference'
     """,
     "collectives": """
         SELECT run_id, card, hostname, started_at, op, json_extract_string(params, '$.backend') AS backend, dtype,
                bytes, world_size, nodes, algbw_gbps, busbw_gbps, rel_error, median_s, cv, status, reason, flags,
                torch, cuda, driver
-        FROM result_facts WHERE benchmark = 'collective'
+        FROM result_facts WHERE trusted AND benchmark = 'collective'
     """,
     # Which runs each kind of data covers: with retention, raw rows of old runs are in the Parquet archive.
     "coverage": """
@@ -171,7 +175,7 @@ VIEWS: dict[str, str] = {
         FROM (SELECT *, {_headline_case(lambda h: h.metric)} AS figure,
                      {_headline_case(lambda h: _quoted(h.unit))} AS unit,
                      {_headline_case(lambda h: _quoted(h.per_watt_unit))} AS per_watt_unit
-              FROM result_facts WHERE power_w > 0)
+              FROM result_facts WHERE trusted AND power_w > 0)
         WHERE per_watt_unit IS NOT NULL
     """,
     # Published figures imported with `import-reference`, labelled with where they come from.
@@ -182,28 +186,38 @@ VIEWS: dict[str, str] = {
     """,
 }
 
+#: The views of the results that count, as the report and pages count them (``result_facts.trusted``): a query over
+#: them gives the report's figure, not a starved window's or a wrong product's.
+FIGURE_VIEWS = ("matmul", "mamf", "bandwidth", "transfers", "layers", "training", "inference", "collectives",
+                "per_watt")  # fmt: skip
+#: The views of every result, trusted or not, each with its ``status``, ``flags`` and ``trusted``.
+EVERY_RESULT = ("result_facts", "all_results")
+#: The rule as people read it (the /sql page, ``sql --help``; docs/reports-and-sql.md says the same).
+TRUSTED_WORDS = f"status ok and none of the flags {', '.join(sorted(UNTRUSTED_FLAGS))}"
+
 #: What one row of each view SQL users query is, as the /sql page lists them beside their columns (the table in
 #: docs/reports-and-sql.md says the same); the archive's views (``store/archive``) too. A test keeps it equal to the
 #: views created.
 ABOUT: dict[str, str] = {
     "cards": "card (GPU model + memory + power limit, or CPU): devices, runs, first and last run",
     "devices": "GPU (or CPU) in a run, with its card, GPU model, hostname, software and state",
-    "result_facts": "result, with its run's and GPU's columns",
-    "matmul": "matmul result: card, hostname, dtype, shape, TFLOPS, fraction of the datasheet peak",
-    "mamf": "maximum achievable matmul (shape search) result: best TFLOPS and its shape",
-    "bandwidth": "device-memory result (scale a*1.2, copy, triad): GB/s, bytes counted",
-    "transfers": "host↔device transfer result: direction, pinned, bytes, GB/s, PCIe link",
-    "layers": "transformer layer result: model, block, dtype, mode, batch, seq_len, attention, TFLOPS",
-    "training": "training step: batch, world size, samples/s, tokens/s, TFLOPS, MFU, scaling efficiency",
-    "inference": "LLM prefill or decode result: tokens/s, TTFT, time per output token, GB/s, bandwidth_fraction, "
-    "copy_fraction",
-    "collectives": "collective result: op, backend, dtype, bytes, world size, nodes, algbw, busbw",
+    "result_facts": "result, trusted or not (trusted says which, flags why), with its run's and GPU's columns",
+    "matmul": "trusted matmul result: card, hostname, dtype, shape, TFLOPS, fraction of the datasheet peak",
+    "mamf": "trusted maximum achievable matmul (shape search) result: best TFLOPS and its shape",
+    "bandwidth": "trusted device-memory result (scale a*1.2, copy, triad): GB/s, bytes counted",
+    "transfers": "trusted host↔device transfer result: direction, pinned, bytes, GB/s, PCIe link",
+    "layers": "trusted transformer layer result: model, block, dtype, mode, batch, seq_len, attention, TFLOPS",
+    "training": "trusted training step: batch, world size, samples/s, tokens/s, TFLOPS, MFU, scaling efficiency",
+    "inference": "trusted LLM prefill or decode result: tokens/s, TTFT, time per output token, GB/s, "
+    "bandwidth_fraction, copy_fraction",
+    "collectives": "trusted collective result: op, backend, dtype, bytes, world size, nodes, algbw, busbw",
     "coverage": "kind of data (raw, archived, figures and summaries): how many runs it covers, first and last",
     "gpu_counters": "GPU in a run: each error counter before and after, what the run added (_during), XID events",
-    "per_watt": "GPU result with the board's mean power read: headline, power_w, per_watt (TFLOPS/W, GB/s/W, "
+    "per_watt": "trusted GPU result with the board's mean power read: headline, power_w, per_watt (TFLOPS/W, GB/s/W, "
     "tokens/J), joules per call",
     "reference": "published figure imported with import-reference: card, metric, value, unit, source",
-    "all_results": "result of every run, live or archived to Parquet (results' columns), each run once",
+    "all_results": "result of every run, live or archived to Parquet, trusted or not (results' columns and "
+    "trusted), each run once",
     "all_gpu_samples": "GPU sample of every run, live or archived (gpu_samples' columns), each run once",
 }
 #: The raw tables under the views, as the /sql page lists them after the views.

@@ -84,6 +84,11 @@ RUNS = Table(
         supplied("token_name", "VARCHAR"),
         supplied("payload_sha256", "VARCHAR", nullable=False),
         supplied("payload", "BLOB", nullable=False),  # the run's JSON, gzip-compressed
+        # Added last, as a file from before them has them (docs/contract.md): the run's minor (NULL: 0, not said), and
+        # what of a newer minor's run this collector did not know when it stored it, kept in the payload only
+        # (collector/analysis/newer.py; NULL: nothing).
+        _RUN.column("schema_minor", sql=_NARROW),
+        supplied("not_understood", "VARCHAR[]"),
     ),
     key="run_id",
 )
@@ -151,10 +156,12 @@ TABLES: dict[str, Table] = {t.name: t for t in (RUNS, GPUS, RESULTS, GPU_SAMPLES
 
 
 #: What the store registers per run (as the Arrow table ``incoming``): the JSON text to parse, and the columns
-#: it supplies itself. ``payload`` is the same JSON, gzip-compressed, as stored. ``commit_seq`` numbers the
+#: it supplies itself. ``payload`` is the JSON as sent, gzip-compressed, as stored (for a newer minor's run the text
+#: parsed is what this collector knows of it, ``not_understood`` what it does not). ``commit_seq`` numbers the
 #: writer's commits: every raw table carries it, so the runs stored since a moment are a range that DuckDB's
 #: zone maps find without scanning older rows (rowids are not stable once rows are deleted).
-INCOMING = ("run_id", "document", "payload", "payload_sha256", "received_at", "source", "token_name", "commit_seq")
+INCOMING = ("run_id", "document", "payload", "payload_sha256", "received_at", "source", "token_name", "commit_seq",
+            "not_understood")  # fmt: skip
 
 
 def ddl(table: str) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 import duckdb
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
@@ -18,6 +19,7 @@ from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 from schemas.api import RUNS_PATH
 
 from .. import __version__
+from ..render.pages import render
 from ..store import STORAGE_ERRORS, Store
 from ..store.errors import CollectorError, StorageUnavailable
 from ..store.redact import scrub
@@ -25,7 +27,7 @@ from .auth import reads_need_token
 from .metrics import Metrics
 from .observe import Observe
 from .routes import admin, baselines, health, pages, reports, runs, sql
-from .security import SECURITY_HEADERS, Guard, allowed_hosts
+from .security import ANSWER_HEADERS, Guard, allowed_hosts
 from .settings import Settings
 from .tokens import TokenStore
 from .validation import Validator
@@ -46,6 +48,20 @@ def error_response(
         error=ErrorInfo(code=code, message=message, details=tuple(ErrorDetail(**d) for d in details or []))
     )
     return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
+
+
+def wants_page(request: Request) -> bool:
+    """A browser asking for a page (not the API, a CSV or a program): its error is a page too, the same status."""
+    accept = request.headers.get("accept", "")
+    path = request.url.path
+    return (request.method in ("GET", "HEAD") and "text/html" in accept and not path.startswith("/api/")
+            and not path.endswith((".csv", ".md", ".json")))  # fmt: skip
+
+
+def error_page(status: int, message: str, headers: dict[str, str] | None = None) -> HTMLResponse:
+    """What a browser is shown instead of the JSON error: the status, the message and the way back."""
+    return HTMLResponse(render("error.html", status=status, reason=HTTPStatus(status).phrase, message=message),
+                        status_code=status, headers=headers)  # fmt: skip
 
 
 def create_app(
@@ -109,24 +125,31 @@ def create_app(
     app.add_middleware(Observe, metrics=metrics)  # outermost: it counts what Guard refuses too
 
     @app.exception_handler(CollectorError)
-    async def collector_error(request: Request, exc: CollectorError) -> JSONResponse:
+    async def collector_error(request: Request, exc: CollectorError) -> Response:
         if request.method == "POST" and request.url.path == RUNS_PATH:
             metrics.rejected.labels(reason=exc.code).inc()
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
         if exc.status_code in (503, 429):
             headers = {"Retry-After": str(RETRY_AFTER_S)}
+        if wants_page(request):
+            return error_page(exc.status_code, exc.message, headers)
         return error_response(exc.status_code, exc.code, exc.message, exc.details, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def request_invalid(request: Request, exc: RequestValidationError) -> Response:
         details = [
             {"loc": ".".join(str(p) for p in e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors()
         ]
         message = "; ".join(f"{d['loc']}: {d['message']}" for d in details[:5])
+        if wants_page(request):
+            return error_page(422, message)
         return error_response(422, "validation_error", message, details)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if wants_page(request):
+            message = f"there is no page at {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+            return error_page(exc.status_code, message)
         return error_response(exc.status_code, "http_error", str(exc.detail))
 
     @app.exception_handler(duckdb.Error)
@@ -149,7 +172,7 @@ def create_app(
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         # Answered outside the middleware (Starlette's outermost error handler), so the headers are added here.
-        headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
+        headers = {name.decode(): value.decode() for name, value in ANSWER_HEADERS}
         return error_response(500, "internal_error", f"internal error: {type(exc).__name__}", headers=headers)
 
     def openapi() -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from .security import SECURITY_HEADERS, error_json
+from .security import ANSWER_HEADERS, error_json
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def connection_cap(requested: int, open_files: int) -> int:
 def _answer(status: int, code: str, message: str) -> bytes:
     body = error_json(code, message)
     head = [STATUS_LINE[status], b"content-type: application/json\r\n", b"connection: close\r\n"]
-    head += [name + b": " + value + b"\r\n" for name, value in SECURITY_HEADERS]
+    head += [name + b": " + value + b"\r\n" for name, value in ANSWER_HEADERS]
     head += [b"content-length: " + str(len(body)).encode() + b"\r\n", b"\r\n"]
     return b"".join(head) + body
 

@@ -20,6 +20,7 @@ import socket
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schemas import ErrorBody, ErrorInfo
+from schemas.contract import answer_headers
 
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; base-uri 'none'; "
@@ -32,6 +33,9 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"referrer-policy", b"no-referrer"),
     (b"cross-origin-resource-policy", b"same-origin"),
 )
+#: Not a browser's concern, but on every answer too: the contract's version, by which an agent knows a collector too
+#: old for its run (schemas/contract.py).
+ANSWER_HEADERS = SECURITY_HEADERS + tuple((k.lower().encode(), v.encode()) for k, v in answer_headers().items())
 LOOPBACK_NAMES = ("localhost", "*.localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 _WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
 
@@ -96,7 +100,7 @@ def _refusal(status: int, code: str, message: str) -> tuple[Message, Message]:
 
 class Guard:
     """ASGI middleware: refuses unknown hosts (421) and background cross-site requests (403), and adds the security
-    headers to every answer."""
+    headers (and the contract's) to every answer."""
 
     def __init__(self, app: ASGIApp, hosts: tuple[str, ...]) -> None:
         self.app = app
@@ -109,7 +113,7 @@ class Guard:
 
         async def send_secured(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                message["headers"] = [*message.get("headers", []), *ANSWER_HEADERS]
             await send(message)
 
         headers = dict(scope["headers"])

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..store.errors import CollectorError
+from ..store.query_memory import size_bytes
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -49,6 +50,10 @@ class Settings:
     # DuckDB's buffer-managed memory (joins, sorts, aggregates of SQL queries and pages), e.g. 4GB; auto: 40 % of
     # the machine's memory, leaving the rest to ingest, the validation workers and the answers being built.
     db_memory_limit: str = "auto"
+    # One SQL query's share of that memory (the SQL API, the /sql page, the sql command): a query that takes more is
+    # stopped and answered query_too_large, so a reader cannot take what ingest and the pages need. A percentage of
+    # db_memory_limit, or a size such as 1GB. What a query took is read while it runs (collector/store/query_memory.py).
+    sql_memory_limit: str = "10%"
     # Host names the collector answers to, comma-separated (*.example.org and * allowed). auto: the loopback
     # names and the listening address where reads need no token (DNS rebinding), any host where every read does.
     allowed_hosts: str = "auto"
@@ -89,6 +94,16 @@ class Settings:
             raise CollectorError("header_timeout_s, body_timeout_s, idle_timeout_s and write_timeout_s must be > 0")
         if self.db_memory_limit != "auto" and not re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", self.db_memory_limit):
             raise CollectorError(f"db_memory_limit {self.db_memory_limit!r} is not 'auto' or a size such as 4GB")
+        try:
+            share = self.sql_memory_bytes()
+        except ValueError:
+            raise CollectorError(
+                f"sql_memory_limit {self.sql_memory_limit!r} is not a percentage of db_memory_limit (1-100%) or a size "
+                "such as 1GB"
+            ) from None
+        if share > size_bytes(self.duckdb_memory_limit()):
+            raise CollectorError(f"sql_memory_limit {self.sql_memory_limit} is more than db_memory_limit "
+                                 f"({self.duckdb_memory_limit()}), which DuckDB as a whole may take")  # fmt: skip
         if self.retention_days < 0:
             raise CollectorError(f"retention_days {self.retention_days} must be 0 (keep everything) or more")
         if self.log_format not in ("json", "text"):
@@ -119,7 +134,8 @@ class Settings:
 
         check_db(self.db, read_only=read_only, create=self.create, new_ok=new_ok)
         return Store(self.db, read_only=read_only, threads=self.db_threads if not read_only else None,
-                     retention_days=self.retention_days, archive_dir=self.archive_folder())  # fmt: skip
+                     retention_days=self.retention_days, archive_dir=self.archive_folder(),
+                     memory_limit=self.duckdb_memory_limit())  # fmt: skip
 
     def duckdb_memory_limit(self) -> str:
         """``db_memory_limit`` as DuckDB takes it."""
@@ -130,6 +146,16 @@ class Settings:
         except (ValueError, OSError, AttributeError):
             return "4GB"
         return f"{max(256, int(total * 0.4) >> 20)}MB"
+
+    def sql_memory_bytes(self) -> int:
+        """``sql_memory_limit`` in bytes: its share of ``duckdb_memory_limit``, or its size (ValueError: neither)."""
+        text = self.sql_memory_limit.strip()
+        if text.endswith("%"):
+            share = float(text[:-1])
+            if not 0 < share <= 100:
+                raise ValueError(text)
+            return int(size_bytes(self.duckdb_memory_limit()) * share / 100)
+        return size_bytes(text)
 
 
 _BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}

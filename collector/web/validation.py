@@ -1,4 +1,4 @@
-"""Validating runs for the server: the same rule as ``ingest`` (``analysis.parse.parse_run``), in worker processes.
+"""Validating runs for the server: the same rule as ``ingest`` (``analysis.parse.read_run``), in worker processes.
 
 Validating a run is the collector's largest piece of Python work and holds the GIL, so the server does it in
 worker processes (``Validator``) while its own process serves requests and writes to DuckDB.
@@ -17,9 +17,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis.parse import parse_run
+from ..analysis.parse import read_run
 from ..store.commits import compress, digest
-from ..store.errors import CollectorError, InvalidRun
+from ..store.errors import CollectorError, InvalidRun, UnsupportedVersion
 
 log = logging.getLogger(__name__)
 #: How much lower than the server's a validation worker's scheduling priority is (``nice``).
@@ -36,16 +36,25 @@ class Checked:
     results: int
     sha256: str  # of the JSON as received
     gzipped: bytes | None  # the JSON compressed, when it was not sent compressed
+    document: bytes | None = None  # a newer minor's run: the JSON the store reads rows from (``analysis/newer``)
+    not_understood: tuple[str, ...] = ()
+
+
+def check(body: bytes, gzip_it: bool = False) -> Checked:
+    """A run's facts for the store (``gzip_it``: also compressed for storage), or InvalidRun."""
+    parsed = read_run(body)
+    return Checked(run_id=str(parsed.run.run_id), results=len(parsed.run.results), sha256=digest(body),
+                   gzipped=compress(body) if gzip_it else None, document=parsed.document,
+                   not_understood=parsed.not_understood)  # fmt: skip
 
 
 def _check_in_worker(body: bytes, gzip_it: bool = False) -> tuple[Any, ...]:
     """Runs in a worker process, with the hashing and compressing the server would otherwise do on its event loop;
-    only plain values cross back."""
+    only the run's facts cross back, never the model."""
     try:
-        run = parse_run(body)
+        return "ok", check(body, gzip_it)
     except InvalidRun as invalid:
-        return "invalid", invalid.message, invalid.details
-    return "ok", str(run.run_id), len(run.results), digest(body), compress(body) if gzip_it else None
+        return "invalid", invalid.message, invalid.details, invalid.code
 
 
 def _warm() -> None:
@@ -135,6 +144,7 @@ class Validator:
                 self._pool = self._new_pool()
             raise ValidatorGone("a validation worker stopped while checking this run; send it again") from None
         if outcome[0] == "invalid":
-            raise InvalidRun(outcome[1], outcome[2])
-        _, run_id, results, sha256, gzipped = outcome
-        return Checked(run_id=run_id, results=results, sha256=sha256, gzipped=gzipped)
+            _, message, details, code = outcome
+            raise (UnsupportedVersion if code == UnsupportedVersion.code else InvalidRun)(message, details)
+        checked: Checked = outcome[1]
+        return checked

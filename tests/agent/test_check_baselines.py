@@ -18,7 +18,7 @@ from agent.errors import ConfigError
 from agent.run.check import CheckConfig, CheckOutcome, baselines_for, check
 from agent.run.config import RunConfig, UploadConfig
 from schemas import RunSubmission
-from schemas.baselines import BaselineFigure, BaselineSource, CardBaseline, bundled, dump_bundle, seal
+from schemas.baselines import BaselineBundle, BaselineFigure, BaselineSource, CardBaseline, bundled, dump_bundle, seal
 from schemas.verdicts import Level
 from tests.conftest import ROOT
 
@@ -55,15 +55,20 @@ def _check(runs: Sequence[RunSubmission], baseline: Path | None, tmp: Path) -> t
 
 def _health_gpus() -> int:
     """How many GPUs the bundled H200 health baseline stands on."""
-    (h200,) = bundled()
-    return max(f.gpus for c in h200.cards if c.suite == "health" for f in c.figures)
+    return max(f.gpus for c in _h200().cards if c.suite == "health" for f in c.figures)
+
+
+def _h200() -> BaselineBundle:
+    """The bundled H200 baseline (flopfleet ships one bundle per card it measured)."""
+    (h200,) = [b for b in bundled() if any(c.card == H200_CARD for c in b.cards)]
+    return h200
 
 
 def test_a_healthy_h200_is_ok_on_its_first_check_against_the_bundled_baseline(tmp_path: Path) -> None:
     outcome, asked = _check([_recorded("health-1.json")], None, tmp_path)
     (v,) = outcome.verdicts
     assert (outcome.level, outcome.exit_code, len(asked)) == (Level.ok, 0, 1)
-    (h200,) = bundled()
+    h200 = _h200()
     gpus = _health_gpus()
     assert v.baseline is not None and f"'{h200.name}' (bundled, {h200.id}): {gpus} GPU" in v.baseline
     # From the spread between the bundle's GPUs (widened for their few), never looser than SuperBench's 10 %.
@@ -86,18 +91,34 @@ def test_check_baseline_file_takes_the_place_of_the_bundled_ones(tmp_path: Path)
     shutil.copy(ROOT / "schemas" / "data" / "h200.baseline.json", copy)
     outcome, _ = _check(_slowed(), copy, tmp_path)
     assert outcome.level is Level.slow and "(file, " in (outcome.verdicts[0].baseline or "")
-    # A bundle without the H200's card: its floor remains (35-55 % of the datasheet), which a GPU 30-40 % slow passes.
-    other = CardBaseline(card="NVIDIA H100 80GB HBM3 80 GiB · 700 W", gpu_name="NVIDIA H100 80GB HBM3", kind="measured",
-                         suite="health", figures=(BaselineFigure(figure="memory", unit="GB/s", value=3000.0, gpus=5,
-                                                                 runs=20),))  # fmt: skip
     source = BaselineSource(collector="lab", exported_at=datetime(2026, 12, 1, tzinfo=timezone.utc))
-    h100 = tmp_path / "h100.baseline.json"
-    h100.write_text(dump_bundle(seal("lab-h100", source, [other])))
+
+    def bundle_of(name: str, gpu_name: str, card: str, memory: float) -> Path:
+        figure = BaselineFigure(figure="memory", unit="GB/s", value=memory, gpus=5, runs=20)
+        only = CardBaseline(card=card, gpu_name=gpu_name, kind="measured", suite="health", figures=(figure,))
+        path = tmp_path / f"{name}.baseline.json"
+        path.write_text(dump_bundle(seal(name, source, [only])))
+        return path
+
+    # A bundle of a sibling card only (the H100: Hopper, 700 W): the H200's memory is held against the H100's share
+    # of its datasheet bandwidth (3,000 of 3,350 GB/s) times the H200's 4,800, and the GPU 30-40 % slow is caught.
+    h100 = bundle_of("lab-h100", "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3 80 GiB · 700 W", 3000.0)
     outcome, asked = _check(_slowed(), h100, tmp_path)
     (v,) = outcome.verdicts
+    assert outcome.level is Level.slow and v.baseline is not None and "held against its sibling cards" in v.baseline
+    memory = next(f for f in v.figures if f.figure == "memory")
+    assert memory.baseline_kind == "sibling" and memory.baseline == pytest.approx(3000.0 / 3350 * 4800)
+    assert memory.held_to == "sibling" and memory.level is Level.slow
+    assert all(f.baseline is None and f.floor for f in v.figures if f.figure != "memory")  # no sibling figure
+    # A bundle of another architecture (the A100): no sibling, its floor remains (35-55 % of the datasheet), which a
+    # GPU 30-40 % slow passes, and the verdict says why.
+    a100 = bundle_of("lab-a100", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB 80 GiB · 700 W", 1800.0)
+    outcome, asked = _check(_slowed(), a100, tmp_path)
+    (v,) = outcome.verdicts
     assert (outcome.level, len(asked)) == (Level.ok, 1)
-    assert v.baseline == f"no baseline of the health suite for {H200_CARD}: held against its model's floor instead"
-    assert all(f.baseline is None and f.floor for f in v.figures)
+    assert v.baseline == (f"no baseline of the health suite for {H200_CARD}, nor a measured sibling card of its "
+                          "architecture at its power limit: held against its model's floor")  # fmt: skip
+    assert all(f.baseline is None and f.floor and f.held_to == "floor" for f in v.figures)
 
 
 def test_an_unreadable_baseline_file_is_a_configuration_error(tmp_path: Path) -> None:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 from schemas import Machine, RunSubmission
-from tests.conftest import agent_cli
+from tests.conftest import ROOT, agent_cli
 
 
 def test_info_json_is_the_schema_object() -> None:
@@ -121,3 +126,21 @@ def test_the_summary_names_each_error_counter_that_moved_and_stays_quiet_otherwi
         "GPU 0: 1 of 18 NVLink links down",
         "GPU 0: 2 XID event(s) during the run: XID 79",
     ]
+
+
+def test_the_run_summary_off_a_terminal_keeps_every_name_and_figure_whole(quick_run_file: Path) -> None:
+    """Piped (cron, Slurm, CI logs, ``| tee``): no terminal width to fit, so nothing is cut to ``training…``, and a
+    CPU's figures keep three significant digits instead of ``0.00 TFLOPS``. A real child process, stdout a pipe."""
+    show = ("import sys; from agent.cli import render; from agent.cli.common import out; from schemas import "
+            "RunSubmission; run = RunSubmission.model_validate_json(open(sys.argv[1]).read()); "
+            "out.print(render.summary_table(run))")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    done = subprocess.run([sys.executable, "-c", show, str(quick_run_file)], capture_output=True, text=True, env=env,
+                          cwd=ROOT, check=True)  # fmt: skip
+    assert "…" not in done.stdout
+    run = RunSubmission.model_validate_json(quick_run_file.read_text())
+    for name in {r.name for r in run.results}:
+        assert f"│ {name} " in done.stdout, name
+    assert max(len(line) for line in done.stdout.splitlines()) > 80  # wider than rich's default off a terminal
+    assert not re.search(r" 0\.00 ", done.stdout)
+    assert re.search(r" 0\.0\d{2,} TFLOPS", done.stdout), done.stdout  # the CPU's layers: 0.0161, three digits

@@ -18,7 +18,9 @@ import pytest
 from agent.timing import Idle
 from agent.timing.starvation import (
     GIVE_UP_AFTER,
+    GPU_HOST_WAIT_STARVED,
     HOST_WAIT_STARVED,
+    LAUNCH_SHARE_STARVED,
     REMEASURES,
     HostCheck,
     HostTimes,
@@ -57,16 +59,17 @@ def _stats(host_wait: float | None, device_idle: float | None = None) -> TimingS
                        host_wait=host_wait, device_idle=device_idle)  # fmt: skip
 
 
-def test_the_rule_on_a_cpu_is_the_wait_and_on_a_gpu_the_wait_and_the_idle_device() -> None:
+def test_the_rule_on_a_cpu_is_the_wait_and_on_a_gpu_the_wait_and_the_device_waiting_on_it() -> None:
     assert starved(_stats(HOST_WAIT_STARVED)) and not starved(_stats(HOST_WAIT_STARVED - 0.01))
     assert not starved(_stats(None))  # the host did not say: nothing to flag on
-    assert starved(_stats(0.5, device_idle=0.2))
-    assert not starved(_stats(0.5, device_idle=0.0))  # the host waited while the device had work queued: no harm
-    assert not starved(_stats(0.0, device_idle=0.5))  # an idle device the host kept up with: launch-bound, not starved
-    eager = _stats(0.5, device_idle=0.0).model_copy(update={"launch_share": 0.3})  # idle inside the calls
-    assert starved(eager)  # the host launches each kernel of the call, half as fast as it could
-    assert not starved(eager.model_copy(update={"method": "cuda_graph"}))  # one replay a repeat: nothing to starve
-    assert not starved(eager.model_copy(update={"launch_share": 0.01}))  # a product launched in 1 % of its time
+    gpu = _stats(0.5, device_idle=0.0).model_copy(update={"launch_share": LAUNCH_SHARE_STARVED})
+    assert starved(gpu)  # the device, timed, waited on a thread off its CPU
+    assert starved(gpu.model_copy(update={"method": "cuda_graph"}))  # a replay launched late after its start event
+    assert not starved(gpu.model_copy(update={"launch_share": LAUNCH_SHARE_STARVED / 2}))  # work queued: no harm
+    assert not starved(gpu.model_copy(update={"launch_share": None}))
+    assert not starved(gpu.model_copy(update={"host_wait": GPU_HOST_WAIT_STARVED / 2}))  # the agent's own threads
+    # The device idle between repeats is outside every repeat's events: it flags nothing.
+    assert not starved(_stats(0.5, device_idle=0.9))
     assert "starved" in UNTRUSTED_FLAGS  # never a figure, never a verdict
 
 
@@ -77,12 +80,14 @@ def test_wait_share_is_the_waited_part_of_the_time_ready_and_unknown_below_a_tic
     assert wait_share(HostTimes(2.0, 1.0), HostTimes(1.0, 0.5)) is None  # a thread that ended took its counts along
 
 
-def test_the_device_idle_is_the_span_between_repeats_less_their_time_and_the_flushes() -> None:
+def test_the_device_idle_is_the_span_between_repeats_and_the_wait_what_it_took_of_the_median_repeat() -> None:
     idle = Idle(flush_s=1e-4)
-    idle.add(span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3, launch_s=1e-3)  # 8.3 ms busy of 10 ms
-    idle.add(span_s=3.0e-2, repeats_s=[3e-2], flushes=0, launch_s=2.9e-2)  # one long call: no "between"
+    idle.add(span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3, waited_s=[0.0, 0.0, 0.0, 5e-3])  # 8.3 ms busy of 10 ms
     assert idle.share() == pytest.approx(0.17)
-    assert idle.launch_share() == pytest.approx(0.75)  # 30 ms of launching over 40 ms of the device's time
+    assert idle.launch_share() == 0.0  # one repeat of four held up (all of it): the median repeat was not
+    held = Idle(flush_s=1e-4)
+    held.add(span_s=1.0e-2, repeats_s=[3e-3] * 3, flushes=0, waited_s=[1e-3, 1e-3, 0.0])  # two of three held up
+    assert held.launch_share() == pytest.approx(1 - 2e-3 / 3e-3)  # the median repeat: 3 ms, 2 ms of it its own
     assert Idle(flush_s=0.0).share() is None and Idle(flush_s=0.0).launch_share() is None
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +15,26 @@ from tests.servers import Collector, serve_collector
 
 SXM = "NVIDIA H100 80GB HBM3 80 GiB · 700 W"
 A100 = "NVIDIA A100-SXM4-80GB 80 GiB · 700 W"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Debian's chromium through Playwright, one per test file (the browser tests' files share nothing else)."""
+    if CHROMIUM is None:
+        if os.environ.get("FLOPFLEET_BROWSER_TESTS") == "required":
+            pytest.fail("browser tests need chromium (apt-get install chromium)", pytrace=False)
+        pytest.skip("chromium is not installed; .ci/run installs it (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-quic"],
+        )  # fmt: skip
+        yield launched
+        launched.close()
 
 
 @pytest.fixture(scope="module")

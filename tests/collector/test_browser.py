@@ -3,9 +3,6 @@ page shows the chosen cards, the SQL console runs a query and shows rows."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
@@ -13,26 +10,7 @@ import pytest
 from tests.collector.conftest import A100, SXM
 from tests.servers import Collector
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if CHROMIUM is None:
-        if os.environ.get("FLOPFLEET_BROWSER_TESTS") == "required":
-            pytest.fail("browser tests need chromium (apt-get install chromium)", pytrace=False)
-        pytest.skip("chromium is not installed; .ci/run installs it (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-quic"],
-        )  # fmt: skip
-        yield launched
-        launched.close()
 
 
 def _open(browser: object, url: str) -> tuple[object, list[str]]:

@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from collector.analysis.fleet import NEEDS_ACTION
-from tests.collector.test_browser import browser  # noqa: F401  (its chromium, launched once per module)
 from tests.collector.test_fleet_pages import CHECKS, GPUS, generate
 from tests.servers import Collector, serve_collector
 
@@ -28,7 +27,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
         yield served
 
 
-def test_the_gpus_that_need_action_are_on_the_first_screen(browser: object, fleet: Collector) -> None:  # noqa: F811
+def test_the_gpus_that_need_action_are_on_the_first_screen(browser: object, fleet: Collector) -> None:
     rows = list(csv.DictReader(io.StringIO(httpx.get(fleet.url + "/health.csv").text)))
     action = [r for r in rows if r["verdict"] in {level.value for level in NEEDS_ACTION}]
     page = browser.new_page(viewport=SCREEN)  # type: ignore[attr-defined]

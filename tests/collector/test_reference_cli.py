@@ -51,7 +51,7 @@ def test_prices_and_health_commands(tmp_path: Path) -> None:
     build_fixture_db(db).close()
     assert collector_cli("prices", "set", "H100 PCIe", "25000", "--db", str(db)).returncode == 0
     listed = collector_cli("prices", "list", "--db", str(db)).stdout
-    assert "H100 PCIe" in listed and "25000" in listed
+    assert "H100 PCIe" in listed and "25,000" in listed  # as the report writes a price
     prices = tmp_path / "prices.csv"
     prices.write_text("model,price_usd\nA100-SXM4,9000\n")
     report = collector_cli("report", "--db", str(db), "--format", "md", "--prices", str(prices)).stdout

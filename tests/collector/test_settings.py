@@ -36,6 +36,21 @@ def test_duckdb_threads_default_to_one_and_can_be_raised() -> None:
     assert Settings.from_env({"FLOPFLEET_DB_THREADS": "3"}).db_threads == 3
 
 
+def test_a_query_memory_share_is_a_part_of_duckdbs_or_a_size_within_it() -> None:
+    whole = Settings(db_memory_limit="4GB")
+    assert whole.sql_memory_bytes() == 4 * 10**8  # 10 % by default
+    assert Settings(db_memory_limit="4GB", sql_memory_limit="512MiB").sql_memory_bytes() == 512 << 20
+    assert (
+        Settings.from_env({"FLOPFLEET_SQL_MEMORY_LIMIT": "10%", "FLOPFLEET_DB_MEMORY_LIMIT": "1GB"}).sql_memory_bytes()
+        == 10**8
+    )
+    for bad in ("0%", "150%", "lots", "5"):
+        with pytest.raises(CollectorError, match=f"sql_memory_limit '{bad}' is not a percentage"):
+            Settings(sql_memory_limit=bad)
+    with pytest.raises(CollectorError, match="sql_memory_limit 2GB is more than db_memory_limit"):
+        Settings(db_memory_limit="1GB", sql_memory_limit="2GB")
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
 def test_validation_workers_follow_the_cores_the_collector_may_use() -> None:
     """A collector pinned to one core (taskset, a cpuset) validates in its own process, however many the host has:

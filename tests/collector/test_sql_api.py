@@ -139,12 +139,14 @@ def _memory_mb(pid: int, field: str) -> float:
 def test_an_answer_of_huge_values_is_cut_by_size_and_its_memory_given_back(tmp_path: Path) -> None:
     from tests.servers import CollectorProcess
 
-    # The time limit is raised: this test is about memory, and a loaded CI machine must not turn it into a timeout.
-    server = CollectorProcess(tmp_path / "db.duckdb", env={"FLOPFLEET_SQL_TIMEOUT_S": "120"})
+    # The time limit is raised and the query's memory share is all of DuckDB's: this test is about the answer's
+    # size, and a loaded CI machine (or a small one) must not turn it into a timeout or query_too_large.
+    env = {"FLOPFLEET_SQL_TIMEOUT_S": "120", "FLOPFLEET_SQL_MEMORY_LIMIT": "100%"}
+    server = CollectorProcess(tmp_path / "db.duckdb", env=env)
     try:
         pid = server.proc.pid
         before = _memory_mb(pid, "VmRSS")
-        sql = "SELECT repeat('x', 1000000) AS x FROM range(1000)"  # the 1 GB answer
+        sql = "SELECT printf('%1000000d', range) AS x FROM range(1000)"  # the 1 GB answer
         answer = httpx.get(f"{server.url}/api/v1/sql", params={"sql": sql}, timeout=150)
         assert answer.status_code == 200, (answer.text, server.log.read_text()[-2000:])
         body = answer.json()
@@ -152,7 +154,9 @@ def test_an_answer_of_huge_values_is_cut_by_size_and_its_memory_given_back(tmp_p
         assert answer.headers["x-truncated-by"] == "max_bytes"
         assert len(answer.content) < 17 << 20 and body["row_count"] == 16  # 16 MiB of values
         peak = _memory_mb(pid, "VmHWM") - before
-        assert peak < 1700, f"peak {peak:.0f} MB over the start"  # one DuckDB vector of these rows, ~1 GB
+        # One DuckDB vector of these rows (~1 GB), which DuckDB holds twice for a moment as it hands it over: ~2 GB,
+        # against +3.8 GB before the byte cap (docs/reports-and-sql.md).
+        assert peak < 2500, f"peak {peak:.0f} MB over the start"
         time.sleep(4)
         held = _memory_mb(pid, "VmRSS") - before
         assert held < 300, f"{held:.0f} MB still held after the query"

@@ -1,5 +1,6 @@
 """Results measured on a busy host (flag ``starved``) are kept and shown, never compared: the run page says what the
-window got, the runs table and the report count them, and no figure, chart point or verdict holds them."""
+window got, the runs table and the report count them, and no figure, chart point, verdict or view of results holds
+them (``result_facts`` does, with its flags; test_one_rule.py holds every answer to the same rule)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def test_a_starved_result_is_shown_counted_and_in_no_figure(tmp_path: Path) -> N
         made = collector_cli("report", "--db", str(db), "--format", fmt)
         assert made.returncode == 0, made.stderr
         assert "Left out: 1 result(s) of 1 run(s) flagged starved" in made.stdout
-    rows = json.loads(collector_cli("sql", "--db", str(db), "--format", "json",
-                                    "SELECT flags FROM matmul WHERE n = 4096").stdout)["rows"]  # fmt: skip
-    assert rows == [{"flags": ["starved"]}]  # kept, with its flag, for SQL
+
+    def sql(query: str) -> list[dict[str, object]]:
+        return list(json.loads(collector_cli("sql", "--db", str(db), "--format", "json", query).stdout)["rows"])
+
+    assert sql("SELECT flags, trusted FROM result_facts WHERE n = 4096") == [{"flags": ["starved"], "trusted": False}]
+    assert sql("SELECT count(*) AS shown FROM matmul WHERE n = 4096") == [{"shown": 0}]  # as in the report

@@ -13,14 +13,14 @@ import httpx
 import pytest
 
 from collector.read.views import fleet_health
-from collector.store import Store
+from collector.store import DB_VERSION, Store
 from collector.store.errors import OlderDatabase
+from schemas.faults import counter_faults
 from schemas.verdicts import (
     CONFIRM,
     MAX_THRESHOLD,
     MIN_THRESHOLD,
     Level,
-    counter_faults,
     floor_of,
     gpu_level,
     judge,
@@ -45,7 +45,9 @@ def _add(
     suite: str = "standard",
     **fields: Any,
 ) -> None:
-    extra: dict[str, Any] = {"host": host, **fields}
+    # At 600 W: a card with no baseline and no measured sibling (the bundled H200's is at 700 W), so that these
+    # verdicts are of peers, history and the floor alone (tests/collector/test_baselines.py has baselines and siblings).
+    extra: dict[str, Any] = {"host": host, "power_limit_w": 600.0, "power_limit_default_w": 600.0, **fields}
     if counters is not None:
         extra["counters_after"] = counters
     if xids is not None:
@@ -260,7 +262,7 @@ def test_an_older_database_gets_its_history_on_open(tmp_path: Path) -> None:
     con.execute("DROP TABLE health_history")  # as a collector before this one left it
     con.execute("UPDATE meta SET value = '2' WHERE key = 'db_version'")
     con.close()
-    with pytest.raises(OlderDatabase, match=r"older collector \(db_version 2, this one keeps 4\)"):
+    with pytest.raises(OlderDatabase, match=rf"older collector \(db_version 2, this one keeps {DB_VERSION}\)"):
         Store(path, read_only=True)  # a reader cannot bring it up to date, and says how
     with Store(path) as store:
         assert _verdicts(store)["n0"].level is Level.slow  # confirmed by the backfilled history
@@ -283,7 +285,7 @@ def test_a_history_kept_without_its_suites_gets_them_on_open(tmp_path: Path) -> 
     con.execute("ALTER TABLE health_history DROP COLUMN suite")
     con.execute("UPDATE meta SET value = '3' WHERE key = 'db_version'")
     con.close()
-    with pytest.raises(OlderDatabase, match=r"db_version 3, this one keeps 4"):
+    with pytest.raises(OlderDatabase, match=rf"db_version 3, this one keeps {DB_VERSION}"):
         Store(path, read_only=True)
     with Store(path) as store:
         suites = store.sql("SELECT DISTINCT suite FROM health_history")

@@ -186,10 +186,11 @@ from agent.harness.suites import STANDARD_POLICY
 from agent.devices.target import cuda_targets
 from dataclasses import replace
 target = cuda_targets((0,))[0]
-x = torch.randn(4096, 4096, device="cuda")  # each kernel ~30 us: a quiet host launches faster than that
-def call():  # many small kernels, launched one by one: the host must keep up with the device
+side, kernels = int(sys.argv[1]), int(sys.argv[2])  # 4096: each kernel ~40 us, a quiet host keeps ahead; 64: not
+x = torch.randn(side, side, device="cuda")
+def call():  # many small kernels, launched one by one
     y = x
-    for _ in range(200):
+    for _ in range(kernels):
         y = y * 1.0001
     return y
 policy = replace(STANDARD_POLICY, graph_below_s=0.0, settle_rel=0.0, sustain_s=0.0, unsustained_warmup_s=None,
@@ -204,11 +205,8 @@ print(json.dumps({"host_wait": stats.host_wait, "device_idle": stats.device_idle
 """
 
 
-def test_a_call_the_host_starves_between_its_kernels_is_flagged_from_its_launching() -> None:
-    """Beside as many busy processes as there are cores, at nice 19, the host falls behind a call of 200 small kernels
-    and the call reads many times slower. The device idles inside each call, between its kernels, not between repeats
-    (``device_idle`` stays near 0: on the H200 0.0 at 20x slow, 2026-12-04), so what says so is the host's wait and
-    its launching's share of the device's time (``launch_share``); alone, neither, and the window is not starved."""
+def _window(side: int, kernels: int, busy: int, nice: int) -> dict[str, Any]:
+    """One measured window of ``_STARVED_WINDOW`` in a child at ``nice``, beside ``busy`` busy processes."""
     import json
     import os
     import subprocess
@@ -216,25 +214,36 @@ def test_a_call_the_host_starves_between_its_kernels_is_flagged_from_its_launchi
 
     from tests.conftest import ROOT
 
-    def window(busy: int, nice: int) -> dict[str, Any]:
-        child = subprocess.Popen([sys.executable, "-c", _STARVED_WINDOW], cwd=ROOT, stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(nice))  # fmt: skip
-        assert child.stdout is not None and child.stdout.readline() == "ready\n"
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
-        try:
-            out, _ = child.communicate("go\n", timeout=600)
-        finally:
-            for hog in hogs:
-                hog.kill()
-            for hog in hogs:
-                hog.wait()
-        return dict(json.loads(out.splitlines()[-1]))
+    command = [sys.executable, "-c", _STARVED_WINDOW, str(side), str(kernels)]
+    child = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: os.nice(nice))  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        out, _ = child.communicate("go\n", timeout=600)
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
+    return dict(json.loads(out.splitlines()[-1]))
 
-    from agent.timing.starvation import HOST_WAIT_STARVED, LAUNCH_SHARE_STARVED
 
-    quiet = window(0, 0)
-    loaded = window(os.cpu_count() or 1, 19)
-    assert not quiet["starved"] and quiet["host_wait"] < HOST_WAIT_STARVED, quiet
-    assert loaded["median_s"] > 2 * quiet["median_s"], (quiet, loaded)  # the figure itself is wrong: it must say so
-    assert loaded["host_wait"] >= HOST_WAIT_STARVED and loaded["launch_share"] >= LAUNCH_SHARE_STARVED, (quiet, loaded)
-    assert loaded["starved"], (quiet, loaded)
+@pytest.mark.parametrize(("side", "kernels"), [(64, 2000), (4096, 200)], ids=["host-paced", "device-paced"])
+def test_a_call_is_flagged_starved_exactly_where_the_busy_host_made_it_slow(side: int, kernels: int) -> None:
+    """Beside as many busy processes as there are cores, at nice 19, a call of many kernels: where each kernel is
+    shorter than its launch (64 x 64) the device follows the host; where each is longer (4096 x 4096) the host stays
+    ahead (its launch queue fills) and the call reads its quiet time however long the host waited (0.99 on the H100
+    and the H200, 2026-12-05). Whether the load slows a call depends on the machine (a time slice can hold a whole
+    repeat: the 200-kernel host-paced call read 3 % slow on the H100, 2026-12-06), so the test holds the flag to the
+    figure, whichever happened: slow by 10 % or more, flagged; within 3 % of quiet, not (docs/methodology.md)."""
+    import os
+
+    quiet = _window(side, kernels, 0, 0)
+    loaded = _window(side, kernels, os.cpu_count() or 1, 19)
+    slower = loaded["median_s"] / quiet["median_s"] - 1
+    assert not quiet["starved"], quiet
+    if slower >= 0.10:
+        assert loaded["starved"], (slower, quiet, loaded)
+    if abs(slower) <= 0.03:
+        assert not loaded["starved"], (slower, quiet, loaded)

@@ -116,9 +116,12 @@ def test_release_lines() -> None:
 
 
 def test_the_bundled_baselines_load_and_say_what_they_stand_on() -> None:
-    (h200,) = bundled()
-    assert h200.source.collector and "each counted once by its UUID" in (h200.source.description or "")
-    assert {c.card for c in h200.cards} == {"NVIDIA H200 140 GiB · 700 W"}
+    shipped = {b.name: b for b in bundled()}
+    assert set(shipped) == {"flopfleet H200 (lent, 2026-11/12)", "flopfleet H100 (lent, 2026-12)"}
+    for bundle in shipped.values():
+        assert bundle.source.collector and "each counted once by its UUID" in (bundle.source.description or "")
+    assert {c.card for c in shipped["flopfleet H200 (lent, 2026-11/12)"].cards} == {"NVIDIA H200 140 GiB · 700 W"}
+    assert {c.card for c in shipped["flopfleet H100 (lent, 2026-12)"].cards} == {"NVIDIA H100 80GB HBM3 79 GiB · 700 W"}
 
 
 def test_the_published_baseline_schema_is_generated_from_the_model() -> None:

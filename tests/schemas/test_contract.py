@@ -72,7 +72,7 @@ def test_results_are_discriminated_on_benchmark() -> None:
         (lambda d: d["results"][0].update(status="oom"), "results.0.matmul", "value_error"),
         (lambda d: d["results"][0].pop("timing"), "results.0.matmul", "value_error"),
         (lambda d: d["results"][0].update(gpu_index=3), "", "value_error"),
-        (lambda d: d.update(schema_version=2), "schema_version", "value_error"),
+        (lambda d: d.update(schema_version=2), "schema_version", "unsupported_version"),
         (lambda d: d.update(finished_at="2026-10-01T00:00:00Z"), "", "value_error"),
     ],
 )

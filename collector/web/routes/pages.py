@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
 from schemas import GpuCounters, TimingStats
+from schemas.contract import THIS
 from schemas.labels import HOSTNAME, describe, headline, per_watt
 from schemas.verdicts import Level
 
@@ -26,7 +27,7 @@ from ...render.pages import render
 from ...store.errors import BadRequest, CollectorError
 from ...store.figures import BY_KEY
 from ...store.queries import EXAMPLES
-from ...store.sqlviews import UNDER
+from ...store.sqlviews import EVERY_RESULT, FIGURE_VIEWS, TRUSTED_WORDS, UNDER
 from ..auth import Reader
 from .deps import SettingsDep, StoreDep
 
@@ -83,7 +84,8 @@ def home(_: Reader, store: StoreDep) -> HTMLResponse:
 @router.get("/cards", response_class=HTMLResponse)
 def cards_page(_: Reader, store: StoreDep) -> HTMLResponse:
     cmp = views.comparison(store.reads())
-    return _page("cards.html", cmp=cmp, columns=KEY_COLUMNS, index_of={c.label: i for i, c in enumerate(cmp.cards)})
+    return _page("cards.html", cmp=cmp, columns=KEY_COLUMNS, index_of={c.label: i for i, c in enumerate(cmp.cards)},
+                 trusted_words=TRUSTED_WORDS)  # fmt: skip
 
 
 @router.get("/cards.csv")
@@ -133,7 +135,8 @@ def run_page(run_id: str, _: Reader, store: StoreDep) -> HTMLResponse:
             "method": f"{t.method} ×{t.calls_per_repeat}, {t.repeats} repeats, CV {t.cv:.1%}" + _host(t) if t else "",
             "notes": ", ".join(r.flags) + (f" {r.reason}" if r.reason else ""),
         })  # fmt: skip
-    return _page("run.html", run=run, results=results, counter_names=list(GpuCounters.model_fields))
+    return _page("run.html", run=run, results=results, counter_names=list(GpuCounters.model_fields),
+                 not_understood=store.reads().not_understood(run_id), contract=THIS)  # fmt: skip
 
 
 def _host(t: TimingStats) -> str:
@@ -189,12 +192,14 @@ async def sql_page(_: Reader, store: StoreDep, settings: SettingsDep, sql: str =
     if sql.strip():
         try:
             result = await run_in_threadpool(store.sql, sql, max_rows=cap, timeout_s=settings.sql_timeout_s,
-                                             max_bytes=settings.sql_max_bytes)  # fmt: skip
+                                             max_bytes=settings.sql_max_bytes,
+                                             max_memory=settings.sql_memory_bytes())  # fmt: skip
         except CollectorError as exc:
             error = exc.message
     catalog = await run_in_threadpool(lambda: views.sql_catalog(store.reads()))
     return _page("sql.html", sql=sql or EXAMPLES[0][1], result=result, error=error, examples=EXAMPLES,
-                 max_rows=cap, timeout=f"{settings.sql_timeout_s:g}", catalog=catalog, raw=UNDER)  # fmt: skip
+                 max_rows=cap, timeout=f"{settings.sql_timeout_s:g}", catalog=catalog, raw=UNDER,
+                 figure_views=FIGURE_VIEWS, every_result=EVERY_RESULT, trusted_words=TRUSTED_WORDS)  # fmt: skip
 
 
 FAVICON = (

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from schemas import run_json_schema
 from schemas.api import SCHEMA_PATH, VERDICTS_PATH
-from schemas.verdicts import GpuVerdict
+from schemas.contract import answer_exclude
+from schemas.verdicts import FigureVerdict, GpuVerdict
 
 from ...analysis.health import wire
 from ...read import views
@@ -47,6 +48,7 @@ def schema() -> dict[str, Any]:
 def verdicts(
     _: VerdictReader,
     store: StoreDep,
+    request: Request,
     uuid: Annotated[list[str] | None, Query(max_length=128, description="A GPU's UUID; repeatable.")] = None,
     host: Annotated[str | None, Query(max_length=256, description="Every GPU of this host.")] = None,
 ) -> Response:
@@ -57,5 +59,6 @@ def verdicts(
     if uuid and len(uuid) > MOST_UUIDS:
         raise BadRequest(f"uuid: at most {MOST_UUIDS} GPUs per request, {len(uuid)} given")
     found = views.gpu_verdicts(store.reads(), uuid, host)
-    body = "[" + ",".join(wire(v).model_dump_json() for v in found) + "]"
+    leave = answer_exclude(request.headers, frozenset(FigureVerdict.model_fields))  # an earlier agent's shape
+    body = "[" + ",".join(wire(v).model_dump_json(exclude=leave) for v in found) + "]"
     return Response(body, media_type="application/json")

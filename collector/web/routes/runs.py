@@ -1,4 +1,5 @@
-"""Runs: post one (token, size limits, gzip, strict validation, stored once), list them, fetch one as stored."""
+"""Runs: post one (token, size limits, gzip, strict validation, stored once; a newer minor's run stored as far as this
+collector knows it, docs/contract.md), list them, fetch one as stored."""
 
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ router = APIRouter(prefix=RUNS_PATH, tags=["runs"])
         429: {"description": "Too many posts in flight; send the run again after Retry-After seconds"},
         503: {"description": "The database cannot store runs now (a full disk, say); send the run again later"},
         415: {"description": "A Content-Encoding other than gzip"},
-        422: {"description": "The run is invalid; the message names each failing field"},
+        422: {
+            "description": "The run is invalid; the message names each failing field. A run of a contract major "
+            "this collector does not read: code unsupported_version (docs/contract.md)"
+        },
     },
 )
 async def post_run(
@@ -66,8 +70,9 @@ async def _store_posted(
     checked = await validator.check(body, gzip_it=gzipped is None)
     payload = gzipped if gzipped is not None else checked.gzipped
     assert payload is not None
-    written = store.submit(body, run_id=checked.run_id, results=checked.results, sha256=checked.sha256,
-                           payload=payload, token_name=token)  # fmt: skip
+    written = store.submit(checked.document or body, run_id=checked.run_id, results=checked.results,
+                           sha256=checked.sha256, payload=payload, token_name=token,
+                           not_understood=checked.not_understood)  # fmt: skip
     try:  # shielded: the writer still answers the run's future when this request gives up on it
         stored = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(written)), settings.write_timeout_s)
     except asyncio.TimeoutError:
@@ -77,10 +82,12 @@ async def _store_posted(
     metrics.runs.labels(status=stored.status).inc()
     if stored.status == "created":
         metrics.results.inc(stored.results)
-    accepted = RunAccepted(run_id=UUID(stored.run_id), status=stored.status, results=stored.results)
-    # A Response goes out as it is: FastAPI would otherwise validate the model it was just built from again.
-    return Response(accepted.model_dump_json(), status_code=201 if stored.status == "created" else 200,
-                    media_type="application/json")  # fmt: skip
+    accepted = RunAccepted(run_id=UUID(stored.run_id), status=stored.status, results=stored.results,
+                           not_understood=checked.not_understood)  # fmt: skip
+    # A Response goes out as it is: FastAPI would otherwise validate the model it was just built from again. An
+    # empty ``not_understood`` is left out: agents from before the field read their receipt strictly.
+    return Response(accepted.model_dump_json(exclude_defaults=True), status_code=201 if stored.status == "created"
+                    else 200, media_type="application/json")  # fmt: skip
 
 
 @router.get("")
@@ -91,7 +98,9 @@ def list_runs(
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> RunsPage:
     rows, count = store.list_runs(limit, offset)
-    data = tuple(RunSummary.model_validate({**r, "gpu_names": tuple(r["gpu_names"])}, strict=False) for r in rows)
+    data = tuple(RunSummary.model_validate({**r, "gpu_names": tuple(r["gpu_names"]),
+                                            "not_understood": tuple(r["not_understood"] or ())}, strict=False)
+                 for r in rows)  # fmt: skip
     return RunsPage(data=data, count=count, limit=limit, offset=offset)
 
 

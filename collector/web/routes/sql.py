@@ -59,7 +59,8 @@ async def _run(sql: str, fmt: Format, max_rows: int | None, store: StoreDep, set
     cap = min(max_rows or settings.sql_max_rows, settings.sql_max_rows)
     try:
         result = await run_in_threadpool(store.sql, sql, max_rows=cap, timeout_s=settings.sql_timeout_s,
-                                         max_bytes=settings.sql_max_bytes)  # fmt: skip
+                                         max_bytes=settings.sql_max_bytes,
+                                         max_memory=settings.sql_memory_bytes())  # fmt: skip
     except CollectorError as exc:
         metrics.sql.labels(outcome=exc.code).inc()
         raise

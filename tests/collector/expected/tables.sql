@@ -30,6 +30,8 @@ CREATE TABLE IF NOT EXISTS runs (
   token_name VARCHAR,
   payload_sha256 VARCHAR NOT NULL,
   payload BLOB NOT NULL,
+  schema_minor INTEGER,
+  not_understood VARCHAR[],
   PRIMARY KEY (run_id)
 );
 

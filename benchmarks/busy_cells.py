@@ -1,0 +1,52 @@
+"""A loaded run against a quiet one, cell by cell: does the `starved` flag follow the figure (docs/methodology.md,
+"A busy host")? Counts the cells 10 % or more off their quiet value and how many of them are flagged, and the
+`starved` flags on cells within 3 % of quiet; lists every cell 3 % off or flagged with its window's host readings.
+
+    python benchmarks/busy_cells.py quiet.json loaded.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _key(r: dict[str, Any]) -> tuple[str, int, str]:
+    return r["name"], r["gpu_index"], json.dumps(r["params"], sort_keys=True)
+
+
+def cells(quiet: dict[str, Any], loaded: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+    """Each cell ok in both runs: its loaded median over its quiet one, less 1, and the loaded result."""
+    before = {_key(r): r for r in quiet["results"]}
+    out = []
+    for r in loaded["results"]:
+        q = before.get(_key(r))
+        if q and q.get("timing") and r.get("timing") and r["status"] == q["status"] == "ok":
+            out.append((r["timing"]["median_s"] / q["timing"]["median_s"] - 1, r))
+    return out
+
+
+def main() -> int:
+    quiet, loaded = (json.loads(Path(path).read_text(encoding="utf-8")) for path in sys.argv[1:3])
+    rows = cells(quiet, loaded)
+    starved = [(d, r) for d, r in rows if "starved" in r.get("flags", [])]
+    off = [(d, r) for d, r in rows if abs(d) >= 0.10]
+    flagged = sum("starved" in r["flags"] for _, r in off)
+    close = sum(abs(d) <= 0.03 for d, _ in starved)
+    print(f"cells {len(rows)}; >= 10 % off quiet: {len(off)}, flagged starved {flagged}; "
+          f"starved flags {len(starved)}, on cells within 3 %: {close}")  # fmt: skip
+    for d, r in sorted(rows, key=lambda x: -abs(x[0])):
+        if abs(d) >= 0.03 or "starved" in r.get("flags", []):
+            t, p = r["timing"], r["params"]
+            what = " ".join(str(p[k]) for k in ("dtype", "n", "batch", "seq_len", "mode", "op", "direction") if k in p)
+            print(
+                f"{d:+7.1%} {r['benchmark']:17} {what:28} {t['method']:10} host_wait {t.get('host_wait')} "
+                f"launch_share {t.get('launch_share')} device_idle {t.get('device_idle')} {r.get('flags')}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One lent GPU's share of issue 41 (docs/results/h100.md), any card (nvidia-smi says which), in calls of under
+# 10 minutes, by STAGES (run on the machine from the repository's root, wheels from `make gpu-wheels` carried):
+#   tests   every gpu test (tests/gpu), then the matmul harness against triton's do_bench (benchmarks/matmul_harness.py)
+#   runs    the standard suite twice back to back against a local collector (their run-to-run table), then once
+#           beside HOGS busy CPU processes (benchmarks/h200_busy_host_session.sh's stage: which cells move, which
+#           are flagged `starved`) and the same check quiet and loaded
+#   busy    the runs stage's busy host alone
+#   shares  health first checks: HEALTHY against fresh collectors, LONE without one, then a competing process taking
+#           each of SHARES of the GPU's time during one first check with a collector and one without
+#   small   one more GPU for the bundled baseline: HEALTHY health first checks and one standard run
+# What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
+# did; the log is $OUT/log.txt. The GPU's settings are only read (nvidia-smi --query), never changed.
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
+BACK=$OUT
+export OUT=/tmp/card-out
+mkdir -p "$OUT"
+STAGES=" ${STAGES:-small} "
+pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
+{
+  date -u
+  nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,power.default_limit,clocks.max.sm,temperature.gpu \
+    --format=csv,noheader | tee "$OUT/card.txt"
+  python3 -c 'import torch, transformers, triton, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, triton.__version__)' | tee -a "$OUT/card.txt"
+  if [[ $STAGES == *" tests "* ]]; then
+    log "gpu tests"
+    timeout "${TESTS_S:-300}" python3 -m pytest -m gpu ${TESTS:-tests/gpu} -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 12
+    pack
+    [ -n "${HARNESS-1}" ] && log "matmul harness" && timeout 150 python3 benchmarks/matmul_harness.py --out "$OUT/matmul.json" --idle 0.2 \
+      --series bf16:2048,fp16:2048,bf16:8192 --series-s 1.5 --idle-series 0.8 | tail -n 24
+    pack
+  fi
+  if [[ $STAGES == *" runs "* ]]; then
+    GPU_TESTS= HARNESS= WHEELS= NAME=standard timeout 200 bash benchmarks/h200_speed_session.sh | tail -n 30
+    pack
+  fi
+  if [[ $STAGES == *" runs "* || $STAGES == *" busy "* ]]; then
+    log "busy host"
+    HOGS=${HOGS:-24} STAGES="standard check" timeout 240 bash benchmarks/h200_busy_host_session.sh | tail -n 40
+    pack
+  fi
+  if [[ $STAGES == *" shares "* ]]; then
+    log "first checks and shares"
+    timeout "${SHARES_S:-300}" python3 benchmarks/baseline_first_checks.py --healthy "${HEALTHY:-3}" \
+      --lone "${LONE:-1}" --duties "" --shares "${SHARES-0.002,0.005,0.01,0.02}" --kernel-us "${KERNEL_US:-50}" \
+      --out "$OUT/shares.json" --runs "$OUT/shares-runs.json" 2>&1 | tee "$OUT/shares-log.txt" | tail -n 30
+    pack
+  fi
+  if [[ $STAGES == *" small "* ]]; then
+    log "first checks"
+    timeout 150 python3 benchmarks/baseline_first_checks.py --healthy "${HEALTHY:-3}" --lone 0 --duties "" \
+      --shares "" --out "$OUT/checks.json" --runs "$OUT/checks-runs.json" 2>&1 | tail -n 8
+    pack
+    GPU_TESTS= HARNESS= WHEELS= NAME=standard RUNS=1 timeout 120 bash benchmarks/h200_speed_session.sh | tail -n 6
+    pack
+  fi
+  log done
+  date -u
+} 2>&1 | tee "$BACK/log.txt"
+pack
