@@ -79,6 +79,7 @@ def serve(
     from ..web.app import create_app
     from ..web.logs import configure
     from ..web.server import server_config
+    from ..web.validation import Validator
 
     if read_token_required and public_reads:
         raise CollectorError("--read-token-required and --public-reads contradict each other")
@@ -87,20 +88,29 @@ def serve(
                             create=create or None)  # fmt: skip
     configure(settings.log_level, settings.log_format)
     with closing(_bind(settings.host, settings.port)) as sock:  # bound first: a port in use leaves no new database
-        # Opened before anything listens: a file in use, damaged or newer, or a missing folder, is refused in one
-        # line (exit codes in ``errors``), not as the last line of a traceback from the app's start-up.
-        store = open_store(settings)
+        # The validation workers import while the database opens; the app waits for them before it is ready.
+        validator = Validator(settings.validate_workers)
+        validator.launch()
+        try:
+            # Opened before anything listens: a file in use, damaged or newer, or a missing folder, is refused in
+            # one line (exit codes in ``errors``), not as the last line of a traceback from the app's start-up.
+            store = open_store(settings)
+        except BaseException:
+            validator.stop()
+            raise
         try:
             store.harden(settings.duckdb_memory_limit())
             bound = sock.getsockname()[1]
-            server = uvicorn.Server(server_config(create_app(settings, store, close_store=True), settings))
+            app = create_app(settings, store, close_store=True, validator=validator)
+            server = uvicorn.Server(server_config(app, settings))
             ready = f"flopfleet collector {__version__} on http://{settings.host}:{bound} (db {settings.db})"
             err.print(literal(ready))
             if port_file is not None:  # last: whoever waits for the file finds the line above already written
                 port_file.write_text(str(bound), encoding="utf-8")
             server.run(sockets=[sock])
-        finally:
-            store.close()  # if it never got to the app's shutdown (closing twice is harmless)
+        finally:  # if it never got to the app's shutdown (stopping and closing twice are harmless)
+            validator.stop()
+            store.close()
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -349,6 +359,19 @@ def archive(db: DbOpt = Path("flopfleet.duckdb")) -> None:
     with settings.open_store(new_ok=False) as store:
         moved = store.archive()
     out.print(literal(f"{moved} runs archived to {settings.archive_folder()}"))
+
+
+@app.command()
+def compact(db: DbOpt = Path("flopfleet.duckdb")) -> None:
+    """Give back the disk space of archived runs: rewrite the database into a new file and swap it in (DuckDB reuses
+    freed space but never shrinks its file). Stop the collector first; the disk needs room for what is kept."""
+    from ..store.compact import compact as rewrite
+
+    settings = settings_for(db)
+    done = rewrite(settings.db)
+    mib = 2**20
+    out.print(literal(f"{settings.db}: {done.before / mib:,.0f} MiB before ({done.free_before / mib:,.0f} MiB of it "
+                      f"free), {done.after / mib:,.0f} MiB now"))  # fmt: skip
 
 
 @app.command()

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from ..render.charts import chart_sections, collective_charts
+from ..render.fleet import spread_charts
 from ..render.markdown import report_markdown, starved_note
 from ..render.pages import render
 from ..store.reads import Reads
@@ -16,14 +17,16 @@ ReportFormat = Literal["md", "html"]
 
 def render_report(data: views.Report, fmt: ReportFormat, *, generated_at: datetime | None = None) -> str:
     if fmt == "md":
-        return report_markdown(data.cmp, data.verdicts, data.changes, data.machines, data.starved)
+        return report_markdown(data.cmp, data.listed, data.changes, data.machines, data.starved, data.summary)
     assert data.charts is not None
     return render(
         "report.html",
         standalone=True,
         cmp=data.cmp,
         chart_sections=chart_sections(data.charts),
-        verdicts=data.verdicts,
+        verdicts=data.listed,
+        summary=data.summary,
+        health_charts=spread_charts(data.summary) if data.summary else {},
         changes=data.changes,
         machines=data.machines,
         collective_charts=collective_charts(data.charts) if data.machines else [],

@@ -21,6 +21,7 @@ from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_thresh
 from ..analysis import baselines, compare, health, machines, regressions
 from ..analysis.charts import CHARTS, SPREAD_FIGURE, Charts
 from ..analysis.compare import PEAK_CATEGORIES, Comparison
+from ..analysis.fleet import PAGE, Filter, Summary
 from ..analysis.health import FleetMetrics, Verdict
 from ..analysis.machines import MultiGpuMachine
 from ..analysis.parse import parse_run
@@ -30,6 +31,7 @@ from ..store.errors import NotFound
 from ..store.figures import BY_KEY
 from ..store.reads import Reads
 from ..store.tables import COUNTERS
+from .health_views import HealthView, glance, health_view, report_health
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Home:
     slow: int  # slow or faulty
     suspect: int
     verdicts: int
+    summary: Summary | None = None  # each card's GPUs by level, where the fleet is larger than a page
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,17 @@ class CardView:
     changes: list[Change]
     charts: Charts
     baselines: list[BaselineBand] = field(default_factory=list)
+    health: HealthView | None = None  # its GPUs as the page lists them (whole, or summarised and paged)
 
 
 @dataclass(frozen=True)
 class GpuView:
     device: str
-    history: list[dict[str, Any]]
+    history: list[dict[str, Any]]  # one page of its runs, newest first
     verdict: Verdict | None
+    runs: int = 0  # every run of it kept
+    page: int = 1
+    pages: int = 1
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,8 @@ class Report:
     charts: Charts | None
     runs: list[dict[str, Any]]
     starved: tuple[int, int] = (0, 0)  # (results, runs) flagged starved: left out of every figure and verdict
+    summary: Summary | None = None  # the fleet at a glance, where it is larger than a page
+    listed: list[Verdict] = field(default_factory=list)  # the verdicts listed: all, or those that need action
 
 
 MOST_COMPARED = 4
@@ -219,21 +228,36 @@ def home(reads: Reads) -> Home:
     verdicts = fleet_health(reads)
     return Home(cards=reads.cards(), runs=reads.recent_runs(15), total_runs=reads.run_count(),
                 slow=sum(v.level in (Level.slow, Level.faulty) for v in verdicts),
-                suspect=sum(v.level is Level.suspect for v in verdicts), verdicts=len(verdicts))  # fmt: skip
+                suspect=sum(v.level is Level.suspect for v in verdicts), verdicts=len(verdicts),
+                summary=glance(verdicts, verdicts_key(reads)).summary if len(verdicts) > PAGE else None)  # fmt: skip
 
 
-def card(reads: Reads, name: str) -> CardView:
+def verdicts_key(reads: Reads, scope: str | None = None) -> object:
+    """What the verdicts of ``scope`` (a model, a card; None: the fleet) were judged from: equal keys, equal verdicts
+    (None: not known, nothing kept)."""
+    return None if reads.generation is None else (reads.generation, scope, id(baseline_index(reads)))
+
+
+def fleet_health_page(reads: Reads, chosen: Filter, page: int = 1) -> HealthView:
+    """``/health``: the fleet's verdicts, whole or summarised and paged (``health_views``)."""
+    return health_view(fleet_health(reads), chosen, page, key=verdicts_key(reads))
+
+
+def card(reads: Reads, name: str, chosen: Filter | None = None, page: int = 1) -> CardView:
+    """A card's comparison, GPUs (``chosen``: of a host and a level, a page at a time), baseline and versions."""
     model = reads.card_model(name)
     if model is None:
         raise NotFound(f"no card {name!r}; see /cards")
     cmp = comparison(reads, [name], others=False)  # a card's page is that card's
+    verdicts = [v for v in fleet_health(reads, model) if v.card == name]
     return CardView(
         card=name,
         cmp=cmp,
-        verdicts=[v for v in fleet_health(reads, model) if v.card == name],
+        verdicts=verdicts,
         changes=version_changes(reads, model),
         charts=charts(reads, cmp, ("matmul", "layers")),
         baselines=baseline_bands(baseline_index(reads), name),
+        health=health_view(verdicts, chosen or Filter(), page, key=verdicts_key(reads, f"card {name}")),
     )
 
 
@@ -251,12 +275,16 @@ def baseline_bands(index: BaselineIndex, card: str) -> list[BaselineBand]:
     return bands
 
 
-def gpu(reads: Reads, device: str) -> GpuView:
-    history = reads.gpu_history(device)
-    if not history:
+def gpu(reads: Reads, device: str, page: int = 1) -> GpuView:
+    """A GPU's verdict and its runs, newest first, a page at a time (its cost follows the page, not the runs)."""
+    runs = reads.gpu_runs(device)
+    if not runs:
         raise NotFound(f"no GPU {device!r}")
+    pages = -(-runs // PAGE)
+    page = min(max(1, page), pages)
+    history = reads.gpu_history(device, PAGE, (page - 1) * PAGE)
     verdict = next((v for v in fleet_health(reads, history[0]["gpu_model"]) if v.device == device), None)
-    return GpuView(device, history, verdict)
+    return GpuView(device, history, verdict, runs, page, pages)
 
 
 @dataclass(frozen=True)
@@ -326,14 +354,18 @@ def report(
     ``baselines``: each card's baseline as a column beside it."""
     cmp = comparison(reads, prices=prices, baselines=baselines)
     multi = multi_gpu_machines(reads)
+    verdicts = fleet_health(reads)
+    summary, listed = report_health(verdicts, verdicts_key(reads))
     return Report(
         cmp=cmp,
-        verdicts=fleet_health(reads),
+        verdicts=verdicts,
         changes=version_changes(reads),
         machines=multi,
         charts=charts(reads, cmp, machines_too=bool(multi)) if with_charts else None,
         runs=reads.recent_runs(50) if with_charts else [],
         starved=reads.starved_results(),
+        summary=summary,
+        listed=listed,
     )
 
 

@@ -12,9 +12,11 @@ from schemas.labels import HOSTNAME
 from schemas.terminal import printable
 
 from ..analysis.compare import Comparison
+from ..analysis.fleet import LEVELS, Summary
 from ..analysis.health import Verdict
 from ..analysis.machines import MultiGpuMachine
 from ..analysis.regressions import Change
+from .fleet import text_histogram
 from .numbers import number
 from .tables import label, spread, value
 
@@ -67,7 +69,10 @@ def report_markdown(
     changes: list[Change],
     machines: list[MultiGpuMachine] | None = None,
     starved: tuple[int, int] = (0, 0),
+    summary: Summary | None = None,
 ) -> str:
+    """The report; ``summary``: the fleet at a glance, and ``verdicts`` only those that need action (a fleet
+    larger than a page)."""
     if not any(c.measured for c in cmp.cards):
         return "# flopfleet comparison\n\nNo results stored yet.\n"
     left_out = starved_note(*starved)
@@ -81,10 +86,11 @@ def report_markdown(
         "",
         *comparison_markdown(cmp),
     ]
+    if summary is not None:
+        lines += ["", "## Fleet health", "", *glance_markdown(summary, len(verdicts))]
     if verdicts:
         lines += [
-            "",
-            "## Fleet health",
+            *([] if summary is not None else ["", "## Fleet health"]),
             "",
             f"| GPU | card | {HOSTNAME} | verdict | why / likely cause |",
             "|---|---|---|---|---|",
@@ -113,4 +119,26 @@ def machines_markdown(machines: list[MultiGpuMachine]) -> list[str]:
         busbw, tokens = number(m.allreduce_busbw_gbps), number(m.ddp_tokens_per_s)
         eff = f"{m.scaling_efficiency:.1%}" if m.scaling_efficiency is not None else ""
         lines.append(_row(m.hostname, m.card, gpus, m.links, busbw, tokens, eff))
+    return lines
+
+
+def glance_markdown(summary: Summary, listed: int) -> list[str]:
+    """A fleet larger than a page: GPUs by card and level, each figure's spread, then what the list below holds."""
+    words = [f"{summary.levels[level.value]:,} {level.value}" for level in LEVELS if summary.levels[level.value]]
+    lines = [
+        f"{summary.gpus:,} GPUs: {', '.join(words)}; {summary.need_action:,} need action.",
+        "",
+        "| card | GPUs | " + " | ".join(level.value for level in LEVELS) + " |",
+        "|---|---:|" + "---:|" * len(LEVELS),
+    ]
+    for c in summary.cards:
+        lines.append(_row(c.card, f"{c.gpus:,}", *(f"{c.levels[level.value]:,}" for level in LEVELS)))
+    lines += ["", "Each figure's spread over a card's GPUs (their latest values, lowest to highest):", "",
+              "| card | figure | spread | median | slow | suspect |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
+    for c in summary.cards:
+        for s in c.spreads:
+            lines.append(_row(c.card, f"{s.label} ({s.unit})", text_histogram(s), number(s.median), s.slow, s.suspect))
+    if summary.need_action:
+        first = f"the first {listed:,}, " if listed < summary.need_action else ""
+        lines += ["", f"Need action ({first}worst first; the collector's /health lists every GPU, /health.csv too):"]
     return lines

@@ -13,6 +13,8 @@ from schemas.health_figures import HEALTH_FIGURES
 from schemas.labels import HOSTNAME, SOFTWARE, software_text
 from schemas.verdicts import REFERENCE_WORDS
 
+from ..analysis.fleet import LEVELS, PAGE, Filter
+from .fleet import list_url
 from .numbers import number, percent
 from .query import shown
 
@@ -53,6 +55,10 @@ def environment() -> Environment:
         REFERENCE_WORDS=REFERENCE_WORDS,
         RUNS_PATH=RUNS_PATH,
         SQL_PATH=SQL_PATH,
+        LEVELS=LEVELS,
+        EVERY_GPU=Filter(),
+        PAGE=PAGE,
+        list_url=list_url,
     )
     return env
 

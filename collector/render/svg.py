@@ -164,9 +164,41 @@ def bar_chart(title: str, groups: list[str], bars: list[str], values: dict[tuple
     return "\n".join(out)
 
 
+#: Devices in a strip chart's row above which it is drawn as a histogram: a dot each stops being readable (and
+#: 10,000 of them are a megabyte).
+STRIP_DOTS = 100
+#: Bars of such a row.
+STRIP_BINS = 60
+
+
+def _density(points: list[tuple[str, float]], px: Callable[[float], float], y: float, height: float,
+             colour: str) -> list[str]:  # fmt: skip
+    """A strip chart's row of many devices: bars centred on ``y``, as tall as the devices in them."""
+    values = sorted(v for _, v in points)
+    lo, hi = values[0], values[-1]
+    width = (hi - lo) / STRIP_BINS
+    counts = [0] * STRIP_BINS
+    for v in values:
+        counts[min(STRIP_BINS - 1, int((v - lo) / width)) if width > 0 else 0] += 1
+    tallest = max(counts)
+    out = []
+    for b, n in enumerate(counts):
+        if not n:
+            continue
+        a, z = lo + b * width, lo + (b + 1) * width
+        x0, x1 = px(a), max(px(a) + 1.0, px(z))
+        h = max(1.5, n / tallest * height)
+        out.append(
+            f'<rect x="{x0:.1f}" y="{y - h / 2:.1f}" width="{x1 - x0:.1f}" height="{h:.1f}" fill="{colour}" '
+            f'fill-opacity="0.7"><title>{number(a)}–{number(z)}: {n} devices</title></rect>'
+        )
+    return out
+
+
 def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label: str,
                 colours: dict[str, str] | None = None) -> str:  # fmt: skip
-    """One row per card, one dot per device: how far apart same-model cards on different machines land."""
+    """One row per card, one dot per device: how far apart same-model cards on different machines land; a row of
+    more than ``STRIP_DOTS`` devices is a histogram (bars as tall as the devices in them)."""
     if not rows:
         return ""
     values = [v for points in rows.values() for _, v in points]
@@ -197,6 +229,9 @@ def strip_chart(title: str, rows: dict[str, list[tuple[str, float]]], *, x_label
         out.append(_text(left - 8, y + 4 - LINE_H * (len(lines) - 1) / 2, lines, anchor="end"))
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
         colour = (colours or {}).get(card) or PALETTE[i % len(PALETTE)]
+        if len(points) > STRIP_DOTS:
+            out += _density(points, px, y, row_h[card] - 6, colour)
+            continue
         for device, v in points:
             out.append(
                 f'<circle cx="{px(v):.1f}" cy="{y:.1f}" r="4" fill="{colour}" fill-opacity="0.7">'

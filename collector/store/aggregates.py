@@ -27,9 +27,10 @@ DDL: dict[str, str] = {
     # Each device's latest run: its card, state and software then; how many runs measured it and since when.
     "device_latest": """CREATE TABLE IF NOT EXISTS device_latest AS
         SELECT *, CAST(0 AS BIGINT) AS runs, started_at AS first_run FROM ({devices}) WHERE false""",
-    # Every run of every device with its key figures: the GPU page's history.
+    # Every run of every device with its key figures and error counters: the GPU page's history.
     "device_runs": """CREATE TABLE IF NOT EXISTS device_runs AS
-        SELECT *, CAST(NULL AS DOUBLE) AS matmul, CAST(NULL AS DOUBLE) AS memory, CAST(NULL AS DOUBLE) AS bert
+        SELECT *, CAST(NULL AS DOUBLE) AS matmul, CAST(NULL AS DOUBLE) AS memory, CAST(NULL AS DOUBLE) AS bert,
+               {counters}
         FROM ({devices}) WHERE false""",
     # Runs per card, and the first and last of them.
     "card_runs": """CREATE TABLE IF NOT EXISTS card_runs (
@@ -73,8 +74,30 @@ _HEALTH_FIGURES = ", ".join(f"'{f}'" for f in HEALTH_FIGURES)
 HISTORY_FIGURES = {"matmul": "matmul_bf16", "memory": "memory", "bert": "bert_fwdbwd"}
 
 
+#: The error counters the GPU page shows of each run (``device_runs``): (column, SQL type, from the run's row of
+#: ``gpus``, ``g``), as ``gpu_counters`` names them.
+DEVICE_COUNTERS = (
+    ("ecc_uncorrected", "BIGINT", "g.ecc_uncorrected_aggregate_after"),
+    ("remapped_uncorrectable", "BIGINT", "g.remapped_rows_uncorrectable_after"),
+    ("pcie_replays", "BIGINT", "g.pcie_replays_after - g.pcie_replays_before"),
+    ("xid_count", "INTEGER", "CAST(json_array_length(g.xid_events) AS INTEGER)"),
+)
+#: Indexes of the summaries: the GPU page finds its GPU's rows of ``device_runs`` through one, whatever the runs
+#: kept (an equality lookup; DuckDB scans instead where the same query also orders and limits).
+INDEXES = ("CREATE INDEX IF NOT EXISTS device_runs_device ON device_runs (device_id)",)
+
+
 def ddl() -> list[str]:
-    return [sql.format(devices=devices_sql()) for sql in DDL.values()]
+    counters = ", ".join(f"CAST(NULL AS {sql}) AS {name}" for name, sql, _ in DEVICE_COUNTERS)
+    return [*(sql.format(devices=devices_sql(), counters=counters) for sql in DDL.values()), *INDEXES]
+
+
+def device_counters_backfill() -> list[str]:
+    """``device_runs``' counters for a database kept before it held them: the columns, filled from ``gpus``."""
+    added = [f"ALTER TABLE device_runs ADD COLUMN IF NOT EXISTS {name} {sql}" for name, sql, _ in DEVICE_COUNTERS]
+    values = ", ".join(f"{name} = {expr}" for name, _, expr in DEVICE_COUNTERS)
+    return [*added, f"UPDATE device_runs d SET {values} FROM gpus g WHERE g.run_id = d.run_id "
+                    "AND g.gpu_index = d.gpu_index"]  # fmt: skip
 
 
 def _merge(table: str, keys: tuple[str, ...], candidates: str, over: dict[str, str] | None = None) -> list[str]:
@@ -131,10 +154,12 @@ def refresh_sql(*, figures_sql: str, machines: bool = True) -> list[str]:
     )
     history = ", ".join(f"max(f.value) FILTER (WHERE f.figure = '{figure}') AS {name}"
                         for name, figure in HISTORY_FIGURES.items())  # fmt: skip
+    counters = ", ".join(f"{expr} AS {name}" for name, _, expr in DEVICE_COUNTERS)
     statements += [
         f"""INSERT INTO device_runs BY NAME
-            SELECT d.*, {history} FROM new_devices d
+            SELECT d.*, {history}, {counters} FROM new_devices d
             LEFT JOIN new_figures f ON f.run_id = d.run_id AND f.gpu_index IS NOT DISTINCT FROM d.gpu_index
+            LEFT JOIN new_gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
             GROUP BY ALL""",
         *_merge(
             "device_latest",

@@ -85,15 +85,17 @@ class FleetReads(Queries):
             [figures, *([model] if model else [])],
         )
 
-    def gpu_history(self, device: str) -> list[dict[str, Any]]:
-        """Every run of one GPU, newest first, with its key figures."""
+    def gpu_runs(self, device: str) -> int:
+        """How many runs measured one GPU (0: none)."""
+        return int(self._one("SELECT runs FROM device_latest WHERE device_id = ?", [device]) or 0)
+
+    def gpu_history(self, device: str, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """One GPU's runs, newest first (``limit`` of them from ``offset``), with its key figures and counters: its
+        rows found through ``device_runs``' index (``aggregates.INDEXES``), then ordered."""
         return self._dicts(
-            """SELECT h.*, c.ecc_uncorrected_aggregate_after AS ecc_uncorrected, c.remapped_rows_uncorrectable_after
-                      AS remapped_uncorrectable, c.pcie_replays_during AS pcie_replays, c.xid_count
-               FROM (SELECT * FROM device_runs WHERE device_id = ?) h
-               LEFT JOIN gpu_counters c ON c.run_id = h.run_id AND c.gpu_index IS NOT DISTINCT FROM h.gpu_index
-               ORDER BY h.started_at DESC""",
-            [device],
+            """WITH mine AS MATERIALIZED (SELECT * FROM device_runs WHERE device_id = ?)
+               SELECT * FROM mine ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?""",
+            [device, limit, offset],
         )
 
     def version_figures(self, figures: list[str], model: str | None = None) -> list[Row]:

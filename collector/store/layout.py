@@ -169,7 +169,7 @@ def migrate(cur: duckdb.DuckDBPyConnection, path: Path, archive_views: dict[str,
     # One transaction: a file whose damage shows only now (a bad block read while migrating) is left as it was.
     cur.begin()
     try:
-        _layout(cur, archive_views)
+        rewrote = _layout(cur, archive_views)
         cur.commit()
     except BaseException:
         with suppress(duckdb.Error):
@@ -178,35 +178,51 @@ def migrate(cur: duckdb.DuckDBPyConnection, path: Path, archive_views: dict[str,
     baselines.migrate_reference_values(cur)  # published tables an older collector kept apart
     # Runs without summaries: stored just before a crash (summaries follow commits by a moment), or by an older
     # collector. Their figures are computed again with them, a batch of runs per transaction.
+    summarised = 0
     while True:
         cur.begin()
         try:
-            unsummarised = {"runs": f"FROM runs ANTI JOIN device_runs USING (run_id) LIMIT {MIGRATE_RUNS}"}
-            unsummarised |= {t: f"FROM {t} SEMI JOIN new_runs USING (run_id)" for t in aggregates.SOURCES[1:]}
-            forget = "DELETE FROM figures WHERE run_id IN (SELECT run_id FROM new_runs)"
-            # Copied, not views: a view of "runs without summaries" would empty itself as the summaries go in.
-            summarise(cur, unsummarised, before=(forget, aggregates.RUN_SUMMARIES_LATE), copy=True)
-            done = count(cur, "new_runs")
+            # Their ids first, from the id columns alone: a join that carried every column of ``runs`` would read
+            # every stored payload to find none (9 s at 1,000,000 runs, most of a start).
+            cur.execute(
+                "CREATE OR REPLACE TEMP TABLE unsummarised AS "
+                f"SELECT run_id FROM runs ANTI JOIN device_runs USING (run_id) LIMIT {MIGRATE_RUNS}"
+            )
+            done = count(cur, "unsummarised")
+            if done:
+                unsummarised = {"runs": "FROM runs SEMI JOIN unsummarised USING (run_id)"}
+                unsummarised |= {t: f"FROM {t} SEMI JOIN new_runs USING (run_id)" for t in aggregates.SOURCES[1:]}
+                forget = "DELETE FROM figures WHERE run_id IN (SELECT run_id FROM new_runs)"
+                # Copied, not views: a view of "runs without summaries" would empty itself as the summaries go in.
+                summarise(cur, unsummarised, before=(forget, aggregates.RUN_SUMMARIES_LATE), copy=True)
             cur.execute("INSERT OR REPLACE INTO meta VALUES ('db_version', ?)", [str(DB_VERSION)])
             cur.commit()
         except BaseException:
             with suppress(duckdb.Error):
                 cur.rollback()
             raise
+        summarised += done
         if done < MIGRATE_RUNS:
             break
         log.info("summarised %d runs stored without summaries; going on", done)
+    if rewrote or summarised:  # folded in now: the log of a large migration would be replayed at every start
+        cur.execute("CHECKPOINT")
     row = cur.execute("SELECT max(commit_seq) FROM runs").fetchone()
     return int(row[0]) + 1 if row and row[0] is not None else 0
 
 
-def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> None:
-    """This collector's tables, columns, views, figure definitions and bundled baselines."""
+def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> bool:
+    """This collector's tables, columns, views, figure definitions and bundled baselines; whether it filled a
+    summary an older collector kept without something (a write in proportion to the runs kept)."""
     cur.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     for table in TABLES:
         cur.execute(ddl(table))
         _add_new_columns(cur, table)
     had_history = count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'health_history')") > 0
+    had_counters = count(
+        cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'device_runs' AND column_name = 'xid_count')"
+    )
+    rewrote = not had_history
     for sql in _ddl():
         cur.execute(sql)
     if not had_history:  # an older collector's database: the verdicts' history from the figures it kept
@@ -216,16 +232,22 @@ def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> No
     ):  # kept before it said which suite measured each value
         cur.execute("ALTER TABLE health_history ADD COLUMN suite VARCHAR")
         cur.execute(aggregates.HISTORY_SUITES)
+        rewrote = True
     if not count(
         cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'run_summaries' AND column_name = 'starved')"
     ):  # summarised before results could be starved: NULL, none was
         cur.execute("ALTER TABLE run_summaries ADD COLUMN starved INTEGER")
+    if not had_counters:  # kept before the GPU page read its counters from it (or new: nothing to fill)
+        for sql in aggregates.device_counters_backfill():
+            cur.execute(sql)
+        rewrote = rewrote or count(cur, "device_runs") > 0
     for name, sql in VIEWS.items():
         cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     _create_archive_views(cur, archive_views)
     cur.execute("DELETE FROM figure_definitions")  # this version's, for runs stored from now on
     cur.executemany(*definitions_insert())
     baselines.sync_bundled(cur)  # this version's bundled baselines, as its figure definitions
+    return rewrote
 
 
 def _create_archive_views(cur: duckdb.DuckDBPyConnection, views: dict[str, str]) -> None:

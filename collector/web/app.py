@@ -64,10 +64,13 @@ def error_page(status: int, message: str, headers: dict[str, str] | None = None)
                         status_code=status, headers=headers)  # fmt: skip
 
 
-def create_app(settings: Settings, store: Store | None = None, *, close_store: bool = False) -> FastAPI:
+def create_app(
+    settings: Settings, store: Store | None = None, *, close_store: bool = False, validator: Validator | None = None
+) -> FastAPI:
     """The app over ``settings.db``; a store passed in is used instead (opened and hardened by its caller, as
     ``serve`` does before it listens), and left open unless ``close_store``: uvicorn ends the process with the
-    SIGTERM it caught once the app has shut down, so ``serve``'s store must be closed here."""
+    SIGTERM it caught once the app has shut down, so ``serve``'s store must be closed here. ``validator``: its
+    workers, launched by the caller before the store opened (else made here)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -76,8 +79,9 @@ def create_app(settings: Settings, store: Store | None = None, *, close_store: b
         app.state.store = store or settings.open_store()
         if opened:
             app.state.store.harden(settings.duckdb_memory_limit())
+        app.state.validator.launch()  # already launched by ``serve``; they import while the store warms
         app.state.store.warm()
-        app.state.validator.start()
+        app.state.validator.wait()
         log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
         try:
             yield
@@ -103,7 +107,7 @@ def create_app(settings: Settings, store: Store | None = None, *, close_store: b
     app.state.settings = settings
     app.state.tokens = TokenStore(settings.db)
     app.state.metrics = metrics = Metrics()
-    app.state.validator = Validator(settings.validate_workers)
+    app.state.validator = validator or Validator(settings.validate_workers)
     app.state.stopping = False
     app.state.posts_in_flight = 0
     for router in (

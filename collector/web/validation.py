@@ -12,7 +12,7 @@ import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
@@ -96,16 +96,29 @@ class Validator:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._warming: list[Future[None]] = []
 
     def start(self) -> None:
         """Start the workers and wait until each has imported and built the validator, so the first runs posted
         do not wait for a process to start."""
-        if self.workers > 0:
+        self.launch()
+        self.wait()
+
+    def launch(self) -> None:
+        """Start the workers without waiting for them (``wait`` does): ``serve`` starts them first, so that they
+        import while the database opens (a start's two longest steps, one beside the other); a second call does
+        nothing."""
+        if self.workers > 0 and self._pool is None:
             self._pool = self._new_pool()
-            for future in [self._pool.submit(_warm) for _ in range(self.workers)]:
-                future.result()
-        else:
+            self._warming = [self._pool.submit(_warm) for _ in range(self.workers)]
+
+    def wait(self) -> None:
+        """Until every worker launched has built the validator (in this process, with no workers)."""
+        if self.workers == 0:
             _warm()
+        for future in self._warming:
+            future.result()
+        self._warming = []
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # spawn, not fork: the server process has threads (DuckDB's, uvicorn's) that fork would not carry over.

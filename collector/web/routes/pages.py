@@ -13,12 +13,15 @@ from starlette.convertors import Convertor, register_url_convertor
 from schemas import GpuCounters, TimingStats
 from schemas.contract import THIS
 from schemas.labels import HOSTNAME, describe, headline, per_watt
+from schemas.verdicts import Level
 
 from ...analysis import health
 from ...analysis.compare import Comparison
+from ...analysis.fleet import Filter
 from ...read import views
 from ...render.charts import chart_sections
 from ...render.csvsafe import write_csv
+from ...render.fleet import spread_charts
 from ...render.numbers import number
 from ...render.pages import render
 from ...store.errors import BadRequest, CollectorError
@@ -45,6 +48,11 @@ class NameConvertor(Convertor[str]):
 register_url_convertor("name", NameConvertor())
 router = APIRouter(tags=["pages"], include_in_schema=False)
 CardsParam = Annotated[list[str] | None, Query()]
+#: A GPU list's filter and page (``analysis.fleet.Filter``), in the URL so that every page is a link.
+HostParam = Annotated[str, Query(max_length=256, description="Part of a hostname or GPU UUID, any case.")]
+CardParam = Annotated[str, Query(max_length=512, description="One card, as the cards page names it.")]
+LevelParam = Annotated[Level | None, Query(description="One level: ok, suspect, slow, faulty or unknown.")]
+PageParam = Annotated[int, Query(ge=1, le=1_000_000, description="The page of the list, from 1.")]
 #: The cards page's columns: (the figure's label and unit, as the comparison table's row says them; figure).
 KEY_COLUMNS = tuple(
     (f"{BY_KEY[key].label} ({BY_KEY[key].unit})", key)
@@ -70,7 +78,7 @@ def _selected(cards: list[str] | None) -> list[str]:
 def home(_: Reader, store: StoreDep) -> HTMLResponse:
     data = views.home(store.reads())
     return _page("home.html", cards=data.cards, runs=data.runs, total_runs=data.total_runs, slow=data.slow,
-                 suspect=data.suspect, verdicts=data.verdicts)  # fmt: skip
+                 suspect=data.suspect, verdicts=data.verdicts, summary=data.summary)  # fmt: skip
 
 
 @router.get("/cards", response_class=HTMLResponse)
@@ -94,16 +102,21 @@ def _comparison_csv(cmp: Comparison, name: str) -> Response:
 
 
 @router.get("/cards/{card:name}", response_class=HTMLResponse)
-def card_page(card: str, _: Reader, store: StoreDep) -> HTMLResponse:
-    data = views.card(store.reads(), card)
-    return _page("card.html", card=data.card, cmp=data.cmp, verdicts=data.verdicts, baselines=data.baselines,
+def card_page(
+    card: str, _: Reader, store: StoreDep, host: HostParam = "", level: LevelParam = None, page: PageParam = 1
+) -> HTMLResponse:
+    data = views.card(store.reads(), card, Filter(host=host.strip(), level=level.value if level else ""), page)
+    health = data.health
+    charts = spread_charts(health.summary) if health and health.summary else {}
+    return _page("card.html", card=data.card, cmp=data.cmp, view=health, health_charts=charts, baselines=data.baselines,
                  chart_sections=chart_sections(data.charts), changes=data.changes)  # fmt: skip
 
 
 @router.get("/gpus/{device:name}", response_class=HTMLResponse)
-def gpu_page(device: str, _: Reader, store: StoreDep) -> HTMLResponse:
-    data = views.gpu(store.reads(), device)
-    return _page("gpu.html", device=data.device, history=data.history, verdict=data.verdict)
+def gpu_page(device: str, _: Reader, store: StoreDep, page: PageParam = 1) -> HTMLResponse:
+    data = views.gpu(store.reads(), device, page)
+    return _page("gpu.html", device=data.device, history=data.history, verdict=data.verdict, runs=data.runs,
+                 page=data.page, pages=data.pages)  # fmt: skip
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -151,8 +164,13 @@ def compare_csv(_: Reader, store: StoreDep, cards: CardsParam = None) -> Respons
 
 
 @router.get("/health", response_class=HTMLResponse)
-def health_page(_: Reader, store: StoreDep) -> HTMLResponse:
-    return _page("health.html", verdicts=views.fleet_health(store.reads()))
+def health_page(
+    _: Reader, store: StoreDep, host: HostParam = "", card: CardParam = "", level: LevelParam = None,
+    page: PageParam = 1,
+) -> HTMLResponse:  # fmt: skip
+    chosen = Filter(host=host.strip(), card=card.strip(), level=level.value if level else "")
+    view = views.fleet_health_page(store.reads(), chosen, page)
+    return _page("health.html", view=view, health_charts=spread_charts(view.summary) if view.summary else {})
 
 
 @router.get("/health.csv")
