@@ -54,7 +54,7 @@ def export_cmd(
     out, with the reason (and the export fails when nothing is left)."""
     from ..analysis import baseline_formats
     from ..analysis.baselines import parse_tags
-    from ..read.views import export_baseline
+    from ..read.export import export_baseline
 
     try:
         day = date.fromisoformat(since) if since else None

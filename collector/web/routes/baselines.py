@@ -13,7 +13,7 @@ from schemas.api import BASELINES_PATH
 from schemas.baselines import BaselineError, dump_bundle, parse_bundle
 
 from ...analysis.baselines import parse_tags
-from ...read import views
+from ...read.export import export_baseline
 from ..auth import Admin, Reader
 from ..errors import InvalidBaseline
 from .bodies import read_body
@@ -45,7 +45,7 @@ def export(
     when nothing is left to export."""
     tags = parse_tags(tag or [])
     host = socket.gethostname()
-    exported = views.export_baseline(store.reads(), name=name or f"{host} {date.today():%Y-%m-%d}", collector=host,
+    exported = export_baseline(store.reads(), name=name or f"{host} {date.today():%Y-%m-%d}", collector=host,
                                      model=model, since=since, tags=tags, suite=suite)  # fmt: skip
     return Response(dump_bundle(exported.bundle), media_type=JSON)
 
