@@ -244,7 +244,10 @@ class FigureJudgement:
             else "in its latest measurement only"
         )
         note = f"; {self.note}" if self.note else ""
-        if ref.name in ("baseline", "sibling"):  # its value is in its text
+        if ref.name == "sibling":  # what it stands on last: a drain reason keeps the first 200 characters
+            line = f"{name} {self.value:,.0f} {units} is {by:.0%} below its sibling cards' {ref.value:,.0f}"
+            return f"{line} (threshold {ref.margin:.0%}), {how}{note}; siblings: {ref.detail}"
+        if ref.name == "baseline":  # its value is in its text
             within = f"threshold {ref.margin:.0%}"
             return f"{name} {self.value:,.0f} {units} is {by:.0%} below {ref.text} ({within}), {how}{note}"
         margin = "" if ref.name == "floor" else f" (threshold {self.threshold:.0%})"

@@ -346,7 +346,8 @@ def test_a_prolog_drains_the_node_and_keeps_the_job_off_it(cluster: Cluster, tmp
             return queued == "PENDING|launch failed requeued held"
 
         _until(held, f"job {job_id} to be requeued and held", show=cluster.tail)
-    assert reason.startswith("flopfleet: GPU 1 slow: BF16 matmul 562 TFLOPS is 17% below its"), reason
+    # 17 % below its peers, or further below its sibling cards' (the card has no baseline of its own): the further
+    assert re.match(r"flopfleet: GPU 1 slow: BF16 matmul 562 TFLOPS is \d+% below its", reason), reason
     assert "in 2 of its last 2 measurements" in reason and len(reason) <= 200
     assert not ran.exists()
     assert "CRITICAL: drained: flopfleet: GPU 1 slow" in log.read_text()
