@@ -15,13 +15,14 @@ from typing import Any
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle, BaselineIndex, BaselineSource, baseline_threshold, seal
 from schemas.health_figures import HEALTH_FIGURES
+from schemas.judgement import GpuJudgement
 from schemas.labels import PER_WATT_SUFFIX
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
 from ..analysis import baselines, compare, health, machines, regressions
 from ..analysis.charts import CHARTS, SPREAD_FIGURE, Charts
 from ..analysis.compare import PEAK_CATEGORIES, Comparison
-from ..analysis.health import FleetMetrics, Verdict
+from ..analysis.health import FleetMetrics
 from ..analysis.machines import MultiGpuMachine
 from ..analysis.parse import parse_run
 from ..analysis.regressions import Change
@@ -66,7 +67,7 @@ class BaselineBand:
 class CardView:
     card: str
     cmp: Comparison
-    verdicts: list[Verdict]
+    verdicts: list[GpuJudgement]
     changes: list[Change]
     charts: Charts
     baselines: list[BaselineBand] = field(default_factory=list)
@@ -76,7 +77,7 @@ class CardView:
 class GpuView:
     device: str
     history: list[dict[str, Any]]
-    verdict: Verdict | None
+    verdict: GpuJudgement | None
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class CompareView:
 @dataclass(frozen=True)
 class Report:
     cmp: Comparison
-    verdicts: list[Verdict]
+    verdicts: list[GpuJudgement]
     changes: list[Change]
     machines: list[MultiGpuMachine]
     charts: Charts | None
@@ -146,7 +147,7 @@ def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, mac
 
 #: Verdicts by (store generation, model): every page, report and scrape judges the fleet, and the verdicts change
 #: only when the summaries do (190 ms for 500 GPUs at 100,000 runs, then nothing until the next refresh).
-_VERDICTS: OrderedDict[tuple[object, str | None, int], list[Verdict]] = OrderedDict()
+_VERDICTS: OrderedDict[tuple[object, str | None, int], list[GpuJudgement]] = OrderedDict()
 _VERDICTS_KEPT = 16
 _VERDICTS_LOCK = threading.Lock()
 
@@ -168,7 +169,7 @@ def baseline_index(reads: Reads) -> BaselineIndex:
     return index
 
 
-def fleet_health(reads: Reads, model: str | None = None) -> list[Verdict]:
+def fleet_health(reads: Reads, model: str | None = None) -> list[GpuJudgement]:
     baselines = baseline_index(reads)
     key = (reads.generation, model, id(baselines))
     if reads.generation is not None:
@@ -176,13 +177,11 @@ def fleet_health(reads: Reads, model: str | None = None) -> list[Verdict]:
             if key in _VERDICTS:
                 _VERDICTS.move_to_end(key)
                 return list(_VERDICTS[key])
-    keys = health.FIGURE_KEYS
     verdicts = health.fleet_health(
         reads.health_devices(model),
-        reads.health_figures(keys, model),
-        reads.health_history(keys, model),
+        reads.health_history(health.FIGURE_KEYS, model),
         reads.latest_counters(model),
-        model,
+        reads.health_figures([health.CLOCK_FIGURE], model),
         baselines,
     )
     if reads.generation is not None:
@@ -193,7 +192,7 @@ def fleet_health(reads: Reads, model: str | None = None) -> list[Verdict]:
     return list(verdicts)
 
 
-def gpu_verdicts(reads: Reads, uuids: list[str] | None = None, host: str | None = None) -> list[Verdict]:
+def gpu_verdicts(reads: Reads, uuids: list[str] | None = None, host: str | None = None) -> list[GpuJudgement]:
     """The verdicts of the GPUs named by UUID, or of one host's GPUs (``check --from-collector``)."""
     wanted = set(uuids or ())
 

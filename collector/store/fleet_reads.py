@@ -72,16 +72,13 @@ class FleetReads(Queries):
         )
 
     def health_history(self, figures: list[str], model: str | None = None) -> list[Row]:
-        """(device, figure, [its kept measurements, newest first]) of each agent-measured GPU (``health_history``),
-        those of the suite that measured the newest only: the suites time alike figures differently (the health
-        profile's matmul is not the standard suite's), so a GPU run under both is not held against the other's."""
+        """(device, figure, [its kept measurements], [the suite of each]) of each agent-measured GPU, newest first
+        (``health_history``; ``schemas.observations`` keeps those of the suite that took the newest)."""
         where = " AND gpu_model = ?" if model else ""
         return self._rows(
-            f"""SELECT device_id, figure, list(value ORDER BY started_at DESC) FROM (
-                    SELECT device_id, figure, value, started_at, suite,
-                           arg_max(suite, started_at) OVER (PARTITION BY device_id, figure) AS newest
-                    FROM health_history WHERE figure IN (SELECT unnest(?::VARCHAR[])){where})
-                WHERE suite IS NOT DISTINCT FROM newest GROUP BY device_id, figure""",
+            f"""SELECT device_id, figure, list(value ORDER BY started_at DESC, run_id),
+                       list(suite ORDER BY started_at DESC, run_id)
+                FROM health_history WHERE figure IN (SELECT unnest(?::VARCHAR[])){where} GROUP BY device_id, figure""",
             [figures, *([model] if model else [])],
         )
 

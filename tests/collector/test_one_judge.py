@@ -14,7 +14,6 @@ from pydantic import ValidationError
 
 from agent.harness.suites import HEALTH
 from agent.run.check import judge_locally
-from collector.analysis.health import wire
 from collector.read.views import fleet_health
 from collector.store import Store
 from collector.store.figures import BY_KEY, MATCHED
@@ -113,7 +112,7 @@ def _both(tmp_path: Path, runs: list[RunSubmission]) -> tuple[list[GpuVerdict], 
         for run in reversed(runs):
             store.add_run(run)
         store.settle()
-        collector = {v.device: wire(v) for v in fleet_health(store.reads())}
+        collector = {v.device: v.wire("collector") for v in fleet_health(store.reads())}
     return agent, collector
 
 

@@ -11,7 +11,6 @@ from schemas import run_json_schema
 from schemas.api import SCHEMA_PATH, VERDICTS_PATH
 from schemas.verdicts import GpuVerdict
 
-from ...analysis.health import wire
 from ...read import views
 from ...read.report import build_report
 from ...store.errors import BadRequest
@@ -57,5 +56,5 @@ def verdicts(
     if uuid and len(uuid) > MOST_UUIDS:
         raise BadRequest(f"uuid: at most {MOST_UUIDS} GPUs per request, {len(uuid)} given")
     found = views.gpu_verdicts(store.reads(), uuid, host)
-    body = "[" + ",".join(wire(v).model_dump_json() for v in found) + "]"
+    body = "[" + ",".join(v.wire("collector").model_dump_json() for v in found) + "]"
     return Response(body, media_type="application/json")
