@@ -6,7 +6,8 @@ re-measurement). Both hand them over as ``Observed`` (a GPU's facts and, per hea
 the suite that took each, newest first) and ``judge_fleet`` judges them all: each figure's measurements of the suite
 that took its newest (the suites time alike figures differently), the median of its model's other GPUs' newest values
 of that suite, and a threshold from the run-to-run spread of its model's GPUs (``ModelInputs``), then
-``judgement.judge_gpu``. So the two cannot gather differently.
+``judgement.judge_gpu``. So the two cannot gather differently. The collector keeps a fleet's ``ModelInputs`` between
+refreshes and judges again only the GPUs whose ``Measured`` changed (``collector.analysis.fleet_verdicts.FleetJudge``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,19 @@ def median_without(values: Sequence[float], mine: float) -> float | None:
         return values[j if j < i else j + 1]
 
     return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
+def medians_without(values: Sequence[float]) -> tuple[float, float] | None:
+    """The lowest and highest median ``median_without`` gives any member of ``values`` (sorted): it reads only the
+    middle two or three of them. None where a member has no other."""
+    n = len(values) - 1
+    if n <= 0:
+        return None
+    k = n // 2
+    if n % 2:
+        return values[k], values[k + 1]
+    found = ((values[k] + values[k + 1]) / 2, (values[k - 1] + values[k + 1]) / 2, (values[k - 1] + values[k]) / 2)
+    return min(found), max(found)
 
 
 class ModelInputs:

@@ -6,7 +6,8 @@ two failures among its latest three confirm it, ``slow``; one is ``suspect``; a 
 ``faulty``). Here the collector only turns what it keeps into observations (``observe``: a GPU's latest run and
 counters, each health figure's kept measurements, ``health_history``) and adds the likely causes, which only the
 fleet's view can weigh against the peers' recorded state (power limit, throttling, ECC, clocks, other processes,
-software).
+software). ``fleet_verdicts.FleetJudge`` keeps a fleet's observations and verdicts between refreshes and judges
+again only what changed.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.baselines import SOFTWARE, BaselineIndex
+from schemas.baselines import SOFTWARE
 from schemas.environment import FAULT_REASONS
 from schemas.health_figures import HEALTH_FIGURES
 from schemas.judgement import GpuFacts, GpuJudgement, Reading
-from schemas.observations import Observed, judge_fleet, median_without
-from schemas.verdicts import SEVERITY, Level
+from schemas.observations import Observed, median_without
+from schemas.verdicts import SEVERITY
 
 #: The figures health judges, in the order pages show them.
 FIGURE_KEYS = list(HEALTH_FIGURES)
@@ -145,40 +146,15 @@ def worst_first(v: GpuJudgement) -> tuple[int, float, str, str]:
     return SEVERITY.index(v.level), -(v.slow_by or 0), v.gpu_model, v.hostname
 
 
-def fleet_health(
-    devices: list[dict[str, Any]],
-    history_rows: Iterable[tuple[Any, ...]] = (),
-    counter_rows: Iterable[dict[str, Any]] = (),
-    clock_rows: Iterable[tuple[Any, ...]] = (),
-    baselines: BaselineIndex | None = None,
-) -> list[GpuJudgement]:
-    """A verdict for every GPU, worst first. ``devices``: each one's latest run (``Reads.health_devices``);
-    ``history_rows``: ``Reads.health_history``; ``counter_rows``: ``Reads.latest_counters``; ``clock_rows``:
-    ``Reads.health_figures`` of ``CLOCK_FIGURE``; ``baselines``: the cards' baselines."""
-    history: dict[str, dict[str, Any]] = {}
-    for device, figure, values, suites in history_rows:
-        history.setdefault(str(device), {})[str(figure)] = (values, suites)
-    counters = {str(row["device_id"]): row for row in counter_rows}
-    clocks = {str(r[0]): int(r[4]) for r in clock_rows if r[4] is not None}
-    observed = [observe(d, history.get(str(d["device_id"]), {}), counters.get(str(d["device_id"]))) for d in devices]
-    judged = judge_fleet(observed, baselines if baselines is not None else BaselineIndex())
-    peers: dict[str, Peers] = {}
-    for d in devices:
-        peers.setdefault(str(d["gpu_model"]), Peers()).add(d, clocks.get(str(d["device_id"])))
-    verdicts = []
-    for d, j in zip(devices, judged, strict=True):
-        why = causes(d, peers[j.gpu_model], clocks.get(j.device), j.level in (Level.slow, Level.suspect))
-        verdicts.append(replace(j, causes=why))
-    return sorted(verdicts, key=worst_first)
-
-
 @dataclass(frozen=True)
 class FleetMetrics:
-    """What ``/metrics`` says of each GPU: its verdict (with its latest figures) and its latest error counters."""
+    """What ``/metrics`` says of each GPU: its verdict (with its latest figures), its latest error counters and
+    per-watt figures."""
 
     verdicts: list[GpuJudgement]
-    counters: list[dict[str, Any]]
+    #: Each GPU's error counters as its latest run ended (``Reads.latest_counters``' rows), by device.
+    counters: dict[str, dict[str, Any]]
     #: The error counters' names, in the order their series are written (``store.tables.COUNTERS``).
     counter_names: tuple[str, ...]
     #: (device, GPU model, card, hostname, figure, value): each GPU's latest per-watt twin of each health figure.
-    per_watt: list[tuple[Any, ...]] = field(default_factory=list)
+    per_watt: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)

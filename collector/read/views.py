@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any
 
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle, BaselineIndex, BaselineSource, baseline_threshold, seal
-from schemas.health_figures import HEALTH_FIGURES
 from schemas.judgement import GpuJudgement
-from schemas.labels import PER_WATT_SUFFIX
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
-from ..analysis import baselines, compare, health, machines, regressions
+from ..analysis import baselines, compare, machines, regressions
 from ..analysis.charts import CHARTS, SPREAD_FIGURE, Charts
 from ..analysis.compare import PEAK_CATEGORIES, Comparison
 from ..analysis.health import FleetMetrics
@@ -30,7 +27,7 @@ from ..store import sqlviews
 from ..store.errors import NotFound
 from ..store.figures import BY_KEY
 from ..store.reads import Reads
-from ..store.tables import COUNTERS
+from . import verdicts
 
 
 @dataclass(frozen=True)
@@ -145,13 +142,7 @@ def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, mac
     )
 
 
-#: Verdicts by (store generation, model): every page, report and scrape judges the fleet, and the verdicts change
-#: only when the summaries do (190 ms for 500 GPUs at 100,000 runs, then nothing until the next refresh).
-_VERDICTS: OrderedDict[tuple[object, str | None, int], list[GpuJudgement]] = OrderedDict()
-_VERDICTS_KEPT = 16
-_VERDICTS_LOCK = threading.Lock()
-
-
+_BASELINES_LOCK = threading.Lock()
 _BASELINES: dict[tuple[tuple[str, str], ...], BaselineIndex] = {}
 
 
@@ -159,37 +150,20 @@ def baseline_index(reads: Reads) -> BaselineIndex:
     """The stored baselines (bundled and imported) as verdicts use them, parsed once per set of baselines."""
     stored = [(str(text), str(origin)) for text, origin in reads.baselines()]
     key = tuple((hashlib.sha256(text.encode()).hexdigest(), origin) for text, origin in stored)
-    with _VERDICTS_LOCK:
+    with _BASELINES_LOCK:
         if key in _BASELINES:
             return _BASELINES[key]
     index = BaselineIndex(baselines.load_all(stored))
-    with _VERDICTS_LOCK:
+    with _BASELINES_LOCK:
         _BASELINES.clear()
         _BASELINES[key] = index
     return index
 
 
 def fleet_health(reads: Reads, model: str | None = None) -> list[GpuJudgement]:
-    baselines = baseline_index(reads)
-    key = (reads.generation, model, id(baselines))
-    if reads.generation is not None:
-        with _VERDICTS_LOCK:
-            if key in _VERDICTS:
-                _VERDICTS.move_to_end(key)
-                return list(_VERDICTS[key])
-    verdicts = health.fleet_health(
-        reads.health_devices(model),
-        reads.health_history(health.FIGURE_KEYS, model),
-        reads.latest_counters(model),
-        reads.health_figures([health.CLOCK_FIGURE], model),
-        baselines,
-    )
-    if reads.generation is not None:
-        with _VERDICTS_LOCK:
-            _VERDICTS[key] = verdicts
-            while len(_VERDICTS) > _VERDICTS_KEPT:
-                _VERDICTS.popitem(last=False)
-    return list(verdicts)
+    """Every GPU's verdict (of one model, or all), worst first: kept between refreshes (``read.verdicts``)."""
+    found = verdicts.kept(reads, baseline_index(reads)).verdicts()
+    return found if model is None else [v for v in found if v.gpu_model == model]
 
 
 def gpu_verdicts(reads: Reads, uuids: list[str] | None = None, host: str | None = None) -> list[GpuJudgement]:
@@ -301,9 +275,7 @@ def compare_cards(reads: Reads, chosen: list[str]) -> CompareView:
 
 
 def fleet_metrics(reads: Reads) -> FleetMetrics:
-    twins = [key + PER_WATT_SUFFIX for key in HEALTH_FIGURES if key + PER_WATT_SUFFIX in BY_KEY]
-    return FleetMetrics(fleet_health(reads), reads.latest_counters(), tuple(name for name, _ in COUNTERS),
-                        reads.latest_per_watt(twins))  # fmt: skip
+    return verdicts.kept(reads, baseline_index(reads)).metrics()
 
 
 def multi_gpu_machines(reads: Reads) -> list[MultiGpuMachine]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 from schemas.api import RUNS_PATH
 
 from .. import __version__
+from ..read import views
 from ..store import STORAGE_ERRORS, Store
 from ..store.errors import CollectorError, StorageUnavailable
 from ..store.redact import scrub
@@ -31,6 +33,8 @@ from .tokens import TokenStore
 from .validation import Validator
 
 log = logging.getLogger("flopfleet.collector")
+#: How long a stopping collector waits for its judgement of the fleet at start (seconds at 10,000 GPUs).
+JUDGING_WAIT_S = 30
 #: What a 503 or 429 asks a client to wait (seconds); agents add up to half again at random (agent/upload.py).
 RETRY_AFTER_S = 5
 
@@ -48,6 +52,17 @@ def error_response(
     return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
 
 
+def _judge_fleet(app: FastAPI) -> None:
+    """The fleet judged and its metrics written once as the collector starts, beside its first requests: later
+    refreshes judge only what changed (``read.verdicts``), so the first page or scrape need not judge it all."""
+    try:
+        app.state.metrics.gpus.render(views.fleet_metrics(app.state.store.reads()))
+    except CollectorError as exc:  # storage failed meanwhile (/readyz says so): the first reader judges it instead
+        log.info("the fleet was not judged at start: %s", exc)
+    except Exception:
+        log.warning("judging the fleet at start failed; the first reader judges it", exc_info=True)
+
+
 def create_app(settings: Settings, store: Store | None = None, *, close_store: bool = False) -> FastAPI:
     """The app over ``settings.db``; a store passed in is used instead (opened and hardened by its caller, as
     ``serve`` does before it listens), and left open unless ``close_store``: uvicorn ends the process with the
@@ -62,12 +77,15 @@ def create_app(settings: Settings, store: Store | None = None, *, close_store: b
             app.state.store.harden(settings.duckdb_memory_limit())
         app.state.store.warm()
         app.state.validator.start()
+        judging = threading.Thread(target=_judge_fleet, args=(app,), name="flopfleet-verdicts", daemon=True)
+        judging.start()
         log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
         try:
             yield
         finally:
             app.state.stopping = True
             app.state.validator.stop()
+            judging.join(JUDGING_WAIT_S)
             if owned:
                 app.state.store.close()
 
