@@ -7,12 +7,12 @@ Prints figures; run on demand:
 
 The fleet is built as benchmarks/collector_million.py builds it (``--runs`` runs over the GPUs, one health run per
 GPU by default; figures and summaries computed), once per size (kept in ``--dir``), and copied for each collector.
-Each collector (its own process, default settings) is scraped once right after it starts, when it judges the fleet
-for the first time, then ``--repeats`` times more with nothing new. Then, ``--refreshes`` times: ``--posts`` runs of
-GPUs of the fleet picked at random (the template's health run with the GPU's own id, host and time, every figure
-a few percent off, the fleet's slow GPUs slow again) are posted with a writer's token, and after ``--pause`` seconds
-(the refresher has summarised them) it is scraped: a fleet's collector takes runs all day, so most scrapes come
-after a refresh.
+Each collector (its own process, default settings) is scraped once right after it starts (or ``--wait`` seconds
+after), when the fleet is judged for the first time, then ``--repeats`` times more with nothing new. Then,
+``--refreshes`` times: ``--posts`` runs of GPUs of the fleet picked at random (the template's health run with the
+GPU's own id, host and time, every figure a few percent off, the fleet's slow GPUs slow again) are posted with a
+writer's token, and after ``--pause`` seconds (the refresher has summarised them) it is scraped: a fleet's collector
+takes runs all day, so most scrapes come after a refresh.
 """
 
 from __future__ import annotations
@@ -77,11 +77,13 @@ def fleet_runs(gpus: int, count: int, rng: random.Random) -> list[bytes]:
 
 
 def scrapes(
-    db: Path, root: Path | None, repeats: int, posts: list[list[bytes]], pause: float
+    db: Path, root: Path | None, repeats: int, posts: list[list[bytes]], pause: float, wait: float = 0.0
 ) -> tuple[float, list[float], list[float], int]:
-    """The first scrape's seconds, the later ones', those after each batch of ``posts``, and the body's bytes."""
+    """The first scrape's seconds (``wait`` seconds after the collector is ready), the later ones', those after
+    each batch of ``posts``, and the body's bytes."""
     token = TokenStore(db).create("bench") if posts else None
     server = CollectorProcess(db, root=root)
+    time.sleep(wait)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
     try:
         with httpx.Client(base_url=server.url, timeout=300) as client:
@@ -115,6 +117,9 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=0, help="runs posted before each scrape after a refresh")
     parser.add_argument("--refreshes", type=int, default=3, help="scrapes after posting, per collector")
     parser.add_argument("--pause", type=float, default=2.0, help="seconds between posting and scraping")
+    parser.add_argument(
+        "--wait", type=float, default=0.0, help="seconds between a collector's start and its first scrape"
+    )
     parser.add_argument("--dir", type=Path, help="keep the fleet databases here, and use those found there")
     args = parser.parse_args()
     trees = [("this", None)] + ([("against", args.against.resolve())] if args.against else [])
@@ -131,7 +136,7 @@ def main() -> None:
                 db = Path(tmp) / f"{name}-{i}.duckdb"
                 shutil.copy(fleet, db)
                 posts = [fleet_runs(gpus, args.posts, rng) for _ in range(args.refreshes)] if args.posts else []
-                first, rest, after, size = scrapes(db, root, args.repeats, posts, args.pause)
+                first, rest, after, size = scrapes(db, root, args.repeats, posts, args.pause, args.wait)
                 firsts[name].append(first)
                 later[name].extend(rest)
                 refreshed[name].extend(after)

@@ -1,7 +1,7 @@
 """``flopfleet-agent check``: a preflight whose exit code a job prolog, Slurm's HealthCheckProgram or Kubernetes'
 node-problem-detector can act on (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; ``schemas.verdicts.EXIT_CODES``).
 
-It measures the ``health`` profile and judges each GPU by the shared judge (``schemas.judgement``): with a collector,
+It measures the ``health`` profile and judges each GPU by the shared judge (``schemas.observations``): with a collector,
 the collector judges it (peers of its model across the fleet, its own history, its card's baseline, its floor) once
 the run is posted; without one, or when the collector cannot be reached, the agent judges it against this machine's
 other GPUs of its model, its card's baseline (bundled, or the file given: ``baselines_for``) and its model's bundled

@@ -1,6 +1,7 @@
 """One source of truth for health: the figure table's SQL (the collector's definitions) and Python (the agent's
 ``figure_values``) pick the same values from real runs, and the agent judging a machine alone says what the collector
-says of the same runs (``schemas.judgement.judge_gpu`` fed by both). Real runs from the H200, a real DuckDB file."""
+says of the same runs (both hand their observations to ``schemas.observations.judge_fleet``). Real runs from the H200,
+a real DuckDB file."""
 
 from __future__ import annotations
 
