@@ -107,12 +107,14 @@ def _machine(values: dict[int, dict[str, float]], hour: int, **fields: dict[str,
 
 def _both(tmp_path: Path, runs: list[RunSubmission]) -> tuple[list[GpuVerdict], dict[str | None, GpuVerdict]]:
     """The agent's verdicts of ``runs`` (newest first) with the bundled baselines, and the collector's of the same
-    runs stored, by UUID."""
+    runs stored one at a time, by UUID: judged after each, as a collector taking them does (the verdicts it keeps
+    between refreshes, ``read.verdicts``)."""
     agent = judge_locally(runs, BaselineIndex((b, "bundled") for b in bundled()))
     with Store(tmp_path / "f.duckdb") as store:
         for run in reversed(runs):
             store.add_run(run)
-        store.settle()
+            store.settle()
+            fleet_health(store.reads())
         collector = {v.device: v.wire("collector") for v in fleet_health(store.reads())}
     return agent, collector
 
