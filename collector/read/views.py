@@ -167,14 +167,9 @@ def fleet_health(reads: Reads, model: str | None = None) -> list[GpuJudgement]:
 
 
 def gpu_verdicts(reads: Reads, uuids: list[str] | None = None, host: str | None = None) -> list[GpuJudgement]:
-    """The verdicts of the GPUs named by UUID, or of one host's GPUs (``check --from-collector``)."""
+    """The verdicts of the GPUs named by UUID, or of one host's GPUs (``check --from-collector``), worst first."""
     wanted = set(uuids or ())
-
-    def mine(device: str, hostname: str) -> bool:
-        return device in wanted or (host is not None and hostname == host)
-
-    models = sorted({str(d["gpu_model"]) for d in reads.health_devices() if mine(str(d["device_id"]), d["hostname"])})
-    return [v for m in models for v in fleet_health(reads, m) if mine(v.device, v.hostname)]
+    return [v for v in fleet_health(reads) if v.device in wanted or (host is not None and v.hostname == host)]
 
 
 def version_changes(reads: Reads, model: str | None = None) -> list[Change]:
