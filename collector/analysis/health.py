@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,14 +51,12 @@ class Peers:
     O(log n), so weighing a model's n GPUs costs n log n rather than n². A GPU is added or taken away as the fleet's
     verdicts are kept (``fleet_verdicts``)."""
 
-    def __init__(self, rows: Iterable[tuple[dict[str, Any], int | None]] = ()) -> None:
+    def __init__(self) -> None:
         self.clocks: list[float] = []
         self.max_clocks: list[int] = []
         self.versions: Counter[tuple[Any, Any, Any]] = Counter()
         self.ecc: Counter[bool] = Counter()
         self.count = 0
-        for row, clock in rows:
-            self.add(row, clock)
 
     def add(self, row: dict[str, Any], clock: int | None) -> None:
         """Count one more GPU: its latest run's ``row`` and its matmul's SM clock."""
@@ -156,5 +153,6 @@ class FleetMetrics:
     counters: dict[str, dict[str, Any]]
     #: The error counters' names, in the order their series are written (``store.tables.COUNTERS``).
     counter_names: tuple[str, ...]
-    #: (device, GPU model, card, hostname, figure, value): each GPU's latest per-watt twin of each health figure.
+    #: Each GPU's latest per-watt twin of each health figure, by device: rows of (device, GPU model, card, hostname,
+    #: figure, value) (``Reads.latest_per_watt``).
     per_watt: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
