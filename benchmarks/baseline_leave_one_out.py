@@ -126,7 +126,7 @@ def recorded(bundle: BaselineBundle, folder: Path) -> list[Judged]:
             continue
         facts = GpuFacts(None, 0, info["name"], model, card, "vm", path.name, "health")
         found = {k: Measured((float(v),), "health") for k, v in first["figures"].items() if k in HEALTH_FIGURES}
-        verdict = judge_gpu(facts, found, index).verdict("agent")
+        verdict = judge_gpu(facts, found, index).wire("agent")
         out.append(_judged("no UUID", "health", path.name, verdict, bundle))
     return out
 

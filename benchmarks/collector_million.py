@@ -85,7 +85,7 @@ _RUN_ID = "(substr(md5('run' || i), 1, 12) || '4' || substr(md5('run' || i), 14,
 _GPU_UUID = "'GPU-' || CAST(md5('gpu' || g)::UUID AS VARCHAR)"
 
 
-def _templates() -> list[dict[str, object]]:
+def fleet_templates() -> list[dict[str, object]]:
     """The health run once per card model, its figures scaled to the model."""
     base = json.loads(TEMPLATE.read_text())
     out = []
@@ -101,7 +101,7 @@ def _templates() -> list[dict[str, object]]:
     return out
 
 
-def _document_formats(templates: list[dict[str, object]]) -> list[str]:
+def document_formats(templates: list[dict[str, object]]) -> list[str]:
     """Each template's JSON with the run's own fields as %-placeholders."""
     formats = []
     for run in templates:
@@ -136,14 +136,14 @@ def fleet_file(folder: Path, runs: int, gpus: int | None = None) -> Path:
 def build(db: Path, runs: int, gpus: int, chunk: int, refresh_runs: int) -> dict[str, float]:
     """A fleet database of ``runs`` runs; the seconds each step took and the rows written."""
     took: dict[str, float] = {}
-    templates = _templates()
+    templates = fleet_templates()
     began = time.perf_counter()
     with Store(db) as store:
         for run in templates:
             store.add_run(RunSubmission.model_validate_json(json.dumps(run)))
         store.add_reference(load(None))
     took["templates_s"] = time.perf_counter() - began
-    formats = _document_formats(templates)
+    formats = document_formats(templates)
     rounds = math.ceil(runs / gpus)
     base = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=rounds)
     con = duckdb.connect(str(db))

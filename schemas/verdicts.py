@@ -87,21 +87,33 @@ def median(values: Sequence[float]) -> float:
     return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
+def relative_spread(values: Sequence[float]) -> float | None:
+    """One GPU's run-to-run spread of one figure (MAD over median), from its measurements; None with fewer than
+    ``SPREAD_MIN_RUNS`` (or a median not above 0)."""
+    if len(values) < SPREAD_MIN_RUNS:
+        return None
+    mid = median(values)
+    return median([abs(v - mid) for v in values]) / mid if mid > 0 else None
+
+
+def threshold_from_spreads(
+    spreads: Sequence[float | None], default: float = DEFAULT_THRESHOLD, minimum: float = MIN_THRESHOLD
+) -> float:
+    """The threshold of one figure of one GPU model from its GPUs' spreads (``relative_spread``): ``SPREAD_SIGMAS``
+    times their median, within ``minimum`` and ``MAX_THRESHOLD``; ``default`` (never under ``minimum``) without
+    ``SPREAD_MIN_GPUS`` of them."""
+    known = [s for s in spreads if s is not None]
+    if len(known) < SPREAD_MIN_GPUS:
+        return max(default, minimum)
+    return min(MAX_THRESHOLD, max(minimum, SPREAD_SIGMAS * 1.4826 * median(known)))
+
+
 def threshold_from_spread(
     histories: Sequence[Sequence[float]], default: float = DEFAULT_THRESHOLD, minimum: float = MIN_THRESHOLD
 ) -> float:
-    """The threshold of one figure of one GPU model from its GPUs' histories: ``SPREAD_SIGMAS`` times the median
-    over GPUs of each one's relative spread (MAD over median), within ``minimum`` and ``MAX_THRESHOLD``;
-    ``default`` (never under ``minimum``) without enough runs."""
-    spreads = []
-    for values in histories:
-        if len(values) >= SPREAD_MIN_RUNS:
-            mid = median(values)
-            if mid > 0:
-                spreads.append(median([abs(v - mid) for v in values]) / mid)
-    if len(spreads) < SPREAD_MIN_GPUS:
-        return max(default, minimum)
-    return min(MAX_THRESHOLD, max(minimum, SPREAD_SIGMAS * 1.4826 * median(spreads)))
+    """The threshold of one figure of one GPU model from its GPUs' histories (``threshold_from_spreads`` of each
+    one's ``relative_spread``)."""
+    return threshold_from_spreads([relative_spread(values) for values in histories], default, minimum)
 
 
 ReferenceName = Literal["peers", "history", "baseline", "sibling", "floor"]
@@ -115,7 +127,7 @@ REFERENCE_WORDS: dict[ReferenceName, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reference:
     name: ReferenceName
     value: float
@@ -150,20 +162,21 @@ def baseline_summary(
     card: str,
     default_card: str | None,
     suite: str,
-    judged: Sequence[FigureJudgement] = (),
+    held: Sequence[Reference] = (),
+    judged: bool = False,
 ) -> str:
     """What a GPU of ``card`` is held against besides peers and history, for its verdict: its card's baseline (the
-    bundle it comes from, on how many GPUs), or that there is none and whether its model's floor (seen in the
-    references of its ``judged`` figures) remains."""
+    bundle it comes from, on how many GPUs), or that there is none and whether its sibling cards or its model's floor
+    (among ``held``, the references its figures were held against; ``judged``: any figure was) remain."""
     entries = [baselines.lookup(card, default_card, f, suite)[0] for f in HEALTH_FIGURES]
     found = [e for e in entries if e is not None]
     if not found:
         none = f"no baseline of the {suite} suite for {card}"
-        held = {r.name for j in judged for r in j.references}
-        if "sibling" in held:
-            cards = sorted({c for j in judged for r in j.references if r.name == "sibling" for c in r.cards})
+        names = {r.name for r in held}
+        if "sibling" in names:
+            cards = sorted({c for r in held if r.name == "sibling" for c in r.cards})
             return f"{none}: held against its sibling cards ({', '.join(cards)}), scaled by the datasheet"
-        if "floor" in held:
+        if "floor" in names:
             return (
                 f"{none}, nor a measured sibling card of its architecture at its power limit: held against its "
                 "model's floor"
@@ -202,7 +215,7 @@ def baseline_reference(
     return reference, "; ".join(notes) or None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FigureJudgement:
     figure: str
     level: Level  # ok, suspect, slow or unknown (no reference)
@@ -277,10 +290,11 @@ def judge(
     if floor is not None:
         refs.append(Reference("floor", floor, 0.0))
     window = list(measurements[:WINDOW])
-    failing = sum(any(r.fails(v) for r in refs) for v in window)
-    if not refs:
+    top = max((r.line for r in refs), default=None)  # a measurement fails some reference when it is below this
+    failing = 0 if top is None else sum(v < top for v in window)
+    if top is None:
         level = Level.unknown
-    elif not any(r.fails(window[0]) for r in refs):
+    elif not window[0] < top:
         level = Level.ok
     else:
         level = Level.slow if failing >= CONFIRM else Level.suspect

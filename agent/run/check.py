@@ -1,7 +1,7 @@
 """``flopfleet-agent check``: a preflight whose exit code a job prolog, Slurm's HealthCheckProgram or Kubernetes'
 node-problem-detector can act on (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; ``schemas.verdicts.EXIT_CODES``).
 
-It measures the ``health`` profile and judges each GPU by the shared judge (``schemas.judgement``): with a collector,
+It measures the ``health`` profile and judges each GPU by the shared judge (``schemas.observations``): with a collector,
 the collector judges it (peers of its model across the fleet, its own history, its card's baseline, its floor) once
 the run is posted; without one, or when the collector cannot be reached, the agent judges it against this machine's
 other GPUs of its model, its card's baseline (bundled, or the file given: ``baselines_for``) and its model's bundled
@@ -12,7 +12,6 @@ machine's latest verdicts.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,8 +26,9 @@ from schemas.api import VERDICTS_PATH
 from schemas.baselines import BaselineError, BaselineIndex, bundled, card_key, gpu_model, parse_bundle
 from schemas.contract import request_headers
 from schemas.health_figures import HEALTH_FIGURES, figure_values
-from schemas.judgement import GpuFacts, Measured, Reading, judge_gpu
-from schemas.verdicts import EXIT_CODES, GpuVerdict, Level, minimum_threshold, threshold_from_spread, worst
+from schemas.judgement import GpuFacts, Reading
+from schemas.observations import Observed, Taken, judge_fleet
+from schemas.verdicts import EXIT_CODES, GpuVerdict, Level, worst
 
 from ..devices import device
 from ..errors import AgentError, ConfigError
@@ -235,16 +235,15 @@ def _unknown(gpu: Gpu | None, hostname: str, why: str) -> GpuVerdict:
 
 
 def judge_locally(runs: Sequence[RunSubmission], baselines: BaselineIndex | None = None) -> list[GpuVerdict]:
-    """Each GPU of this machine's ``runs`` (newest first) judged by the shared judge (``schemas.judgement``) from
-    what these runs hold: the machine's other GPUs of its model (their newest values), its own measurements (a
-    re-measurement confirms or clears the first), its card's baseline and its model's bundled floor, the counters
-    of every run for faults."""
+    """Each GPU of this machine's ``runs`` (newest first) judged by the shared judge (``schemas.observations``)
+    from what these runs hold: the machine's other GPUs of its model, its own measurements (a re-measurement
+    confirms or clears the first), its card's baseline and its model's bundled floor, the counters of every run for
+    faults."""
     if not runs:
         return []
-    baselines = baselines if baselines is not None else BaselineIndex()
     gpus: dict[int, GpuFacts] = {}
     readings: dict[int, list[Reading]] = {}
-    taken: dict[tuple[int, str], list[tuple[float, str]]] = {}  # (GPU, figure) -> (value, suite), newest first
+    taken: dict[int, dict[str, list[Taken]]] = {}  # GPU -> figure -> (value, suite), newest first
     for run in runs:
         for g in run.gpus:
             gpus.setdefault(g.index, _facts(g, run))
@@ -253,25 +252,11 @@ def judge_locally(runs: Sequence[RunSubmission], baselines: BaselineIndex | None
             readings.setdefault(g.index, []).append(Reading(counters, tuple(e.xid for e in g.xid_events or ()), link))
         for (index, figure), value in figure_values(run.results).items():
             if index is not None:
-                taken.setdefault((index, figure), []).append((value, run.suite))
-    # As the collector keeps them: a figure's measurements of the suite that took its newest; peers of that suite.
-    suite_of = {key: found[0][1] for key, found in taken.items()}
-    kept = {key: tuple(v for v, suite in found if suite == suite_of[key]) for key, found in taken.items()}
-    verdicts = []
-    for index, gpu in sorted(gpus.items()):
-        model = [j for j, other in gpus.items() if other.model == gpu.model]
-        measured = {}
-        for figure in HEALTH_FIGURES:
-            if (index, figure) not in kept:
-                continue
-            suite = suite_of[(index, figure)]
-            others = [kept[(j, figure)][0] for j in model if j != index and suite_of.get((j, figure)) == suite]
-            spread = [kept[(j, figure)] for j in model if (j, figure) in kept]
-            peers = (statistics.median(others), len(others)) if others else None
-            threshold = threshold_from_spread(spread, minimum=minimum_threshold(figure))
-            measured[figure] = Measured(kept[(index, figure)], suite, peers, threshold)
-        judged = judge_gpu(replace(gpu, readings=tuple(readings[index])), measured, baselines)
-        verdicts.append(judged.verdict("agent"))
+                taken.setdefault(index, {}).setdefault(figure, []).append((value, run.suite))
+    observed = [
+        Observed(replace(gpu, readings=tuple(readings[i])), taken.get(i, {})) for i, gpu in sorted(gpus.items())
+    ]
+    verdicts = [j.wire("agent") for j in judge_fleet(observed, baselines or BaselineIndex())]
     if not verdicts:
         verdicts.append(_unknown(None, runs[0].host.hostname, f"no GPU on this machine ({runs[0].device} run)"))
     return verdicts
@@ -292,4 +277,5 @@ def _facts(g: Gpu, run: RunSubmission) -> GpuFacts:
         suite=run.suite,
         power_limit_default_w=g.power_limit_default_w,
         software=software,
+        started_at=run.started_at,
     )

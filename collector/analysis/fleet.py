@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from schemas.health_figures import HEALTH_FIGURES
+from schemas.judgement import GpuJudgement
 from schemas.verdicts import Level
-
-from .health import Verdict
 
 #: GPUs one page lists; a fleet (or a card) of this many or fewer is listed whole, with no summary before it.
 PAGE = 100
@@ -89,7 +88,7 @@ class Summary:
         return sum(self.levels[level.value] for level in NEEDS_ACTION)
 
 
-def counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
+def counts(verdicts: Iterable[GpuJudgement]) -> dict[str, int]:
     """GPUs at each level, every level named (0 where none is)."""
     found = {level.value: 0 for level in LEVELS}
     for v in verdicts:
@@ -113,7 +112,7 @@ def spread(figure: str, judged: list[tuple[float, Level]], bins: int = BINS) -> 
     return Spread(figure, f.label, f.unit, len(values), low, statistics.median(values), high, shown)
 
 
-def card_health(card: str, verdicts: list[Verdict], *, spreads: bool = True) -> CardHealth:
+def card_health(card: str, verdicts: list[GpuJudgement], *, spreads: bool = True) -> CardHealth:
     """A card's GPUs by level; ``spreads``: with each health figure's histogram."""
     figures = []
     for key in HEALTH_FIGURES if spreads else ():
@@ -123,16 +122,16 @@ def card_health(card: str, verdicts: list[Verdict], *, spreads: bool = True) -> 
     return CardHealth(card, len(verdicts), counts(verdicts), figures)
 
 
-def summarise(verdicts: list[Verdict], *, spreads: bool = True) -> Summary:
+def summarise(verdicts: list[GpuJudgement], *, spreads: bool = True) -> Summary:
     """Counts by level for the fleet and for each card (cards by name); ``spreads``: each card's histograms."""
-    by_card: dict[str, list[Verdict]] = {}
+    by_card: dict[str, list[GpuJudgement]] = {}
     for v in verdicts:
         by_card.setdefault(v.card, []).append(v)
     cards = [card_health(card, members, spreads=spreads) for card, members in sorted(by_card.items())]
     return Summary(len(verdicts), counts(verdicts), cards)
 
 
-def needing_action(verdicts: list[Verdict]) -> list[Verdict]:
+def needing_action(verdicts: list[GpuJudgement]) -> list[GpuJudgement]:
     """The GPUs at a level that asks for action, worst first (as the verdicts come)."""
     return [v for v in verdicts if v.level in NEEDS_ACTION]
 
@@ -150,7 +149,7 @@ class Filter:
     def active(self) -> bool:
         return bool(self.host or self.card or self.level)
 
-    def matches(self, v: Verdict) -> bool:
+    def matches(self, v: GpuJudgement) -> bool:
         wanted = self.host.casefold()
         return (
             (not wanted or wanted in v.hostname.casefold() or wanted in v.device.casefold())
@@ -163,7 +162,7 @@ class Filter:
 class Listing:
     """One page of the verdicts a filter keeps, worst first."""
 
-    verdicts: list[Verdict]
+    verdicts: list[GpuJudgement]
     matched: int  # verdicts the filter keeps, on every page
     page: int  # 1-based; a page past the last is the last
     pages: int
@@ -179,7 +178,7 @@ class Listing:
         return self.first + len(self.verdicts) - 1 if self.verdicts else 0
 
 
-def listing(verdicts: list[Verdict], chosen: Filter, page: int = 1, size: int = PAGE) -> Listing:
+def listing(verdicts: list[GpuJudgement], chosen: Filter, page: int = 1, size: int = PAGE) -> Listing:
     kept = [v for v in verdicts if chosen.matches(v)] if chosen.active else verdicts
     pages = max(1, math.ceil(len(kept) / size))
     page = min(max(1, page), pages)

@@ -1,13 +1,13 @@
-"""Fleet health: each GPU against its model's other GPUs, its own history, its card's baseline and its model's floor,
-with the likely cause of a shortfall and the error counters that say it is broken.
+"""Fleet health: each GPU as the collector observes it, judged by the one judge, with the likely cause of a shortfall.
 
-The judge is shared with the agent's ``check`` (``schemas.judgement.judge_gpu``, by the rule of
-``schemas.verdicts``): a figure's latest measurement fails when it is more than its threshold below a reference; two
-failures among its latest three measurements confirm it (``slow``), one is ``suspect``; a fatal counter makes the
-GPU ``faulty``. Here the collector only gathers its inputs from what it keeps: the peers' medians, each GPU's kept
-history (``health_history``), the figure's run-to-run spread over the model's GPUs (its threshold) and the latest
-counters. The recorded state of the latest run (power limit, throttling, ECC, clocks, other processes, software),
-which only the fleet's view can weigh against the peers', names the likely cause.
+The judge is shared with the agent's ``check``: both hand their observations to ``schemas.observations`` (by the rule
+of ``schemas.verdicts``: a figure's latest measurement fails when it is more than its threshold below a reference;
+two failures among its latest three confirm it, ``slow``; one is ``suspect``; a fatal counter makes the GPU
+``faulty``). Here the collector only turns what it keeps into observations (``observe``: a GPU's latest run and
+counters, each health figure's kept measurements, ``health_history``) and adds the likely causes, which only the
+fleet's view can weigh against the peers' recorded state (power limit, throttling, ECC, clocks, other processes,
+software). ``fleet_verdicts.FleetJudge`` keeps a fleet's observations and verdicts between refreshes and judges
+again only what changed.
 """
 
 from __future__ import annotations
@@ -17,140 +17,79 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.baselines import SOFTWARE, BaselineIndex
+from schemas.baselines import SOFTWARE
 from schemas.environment import FAULT_REASONS
 from schemas.health_figures import HEALTH_FIGURES
-from schemas.judgement import GpuFacts, GpuJudgement, Measured, Reading, judge_gpu
-from schemas.verdicts import SEVERITY, FigureJudgement, GpuVerdict, Level, minimum_threshold, threshold_from_spread
+from schemas.judgement import GpuFacts, GpuJudgement, Reading
+from schemas.observations import Observed, median_without
+from schemas.verdicts import SEVERITY
 
 #: The figures health judges, in the order pages show them.
 FIGURE_KEYS = list(HEALTH_FIGURES)
+#: The figure whose case's SM clock is compared with the peers' (a slow GPU's clock is a likely cause).
+CLOCK_FIGURE = "matmul_bf16"
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A GPU's verdict as the collector shows it: the shared judgement, when its latest run started, and the likely
-    causes of a shortfall that its recorded state names."""
-
-    judgement: GpuJudgement
-    started_at: object
-    causes: list[str] = field(default_factory=list)
-
-    @property
-    def device(self) -> str:
-        return str(self.judgement.gpu.uuid)
-
-    @property
-    def card(self) -> str:
-        return self.judgement.gpu.card
-
-    @property
-    def gpu_model(self) -> str:
-        return self.judgement.gpu.model
-
-    @property
-    def hostname(self) -> str:
-        return self.judgement.gpu.host
-
-    @property
-    def run_id(self) -> str:
-        return self.judgement.gpu.run_id
-
-    @property
-    def gpu_index(self) -> int | None:
-        return self.judgement.gpu.index
-
-    @property
-    def level(self) -> Level:
-        return self.judgement.level
-
-    @property
-    def figures(self) -> dict[str, FigureJudgement]:
-        return self.judgement.figures
-
-    @property
-    def faults(self) -> list[str]:
-        return list(self.judgement.faults)
-
-    @property
-    def baseline(self) -> str:
-        """What it was held against beyond peers and history (``baseline_summary``)."""
-        return self.judgement.baseline
-
-    @property
-    def verdict(self) -> str:
-        return str(self.level.value)
-
-    @property
-    def slow_by(self) -> float | None:
-        """The largest shortfall of a failing figure (0.2: 20 % below its reference)."""
-        falls = [s[1] for j in self.figures.values() if j.level in (Level.slow, Level.suspect) and (s := j.shortfall)]
-        return max(falls) if falls else None
-
-    @property
-    def reasons(self) -> list[str]:
-        """Why the level: the counters that make it faulty, then each failing figure (or why nothing compared)."""
-        return list(self.judgement.reasons)
-
-    @property
-    def text(self) -> str:
-        if self.level in (Level.slow, Level.suspect) and self.slow_by is not None:
-            return f"{self.level.value}: {self.slow_by:.0%} below"
-        if self.level is Level.unknown:
-            return "unknown: nothing to compare"
-        return self.verdict
+def observe(row: dict[str, Any], history: dict[str, Any], counters: dict[str, Any] | None) -> Observed:
+    """A GPU as the collector observes it: ``row`` its latest run (``Reads.health_devices``), ``history`` per figure
+    its kept measurements and their suites, newest first (``Reads.health_history``), ``counters`` its latest run's
+    (``Reads.latest_counters``)."""
+    link = (row["pcie_gen"], row["pcie_gen_max"], row["pcie_width"], row["pcie_width_max"])
+    gpu = GpuFacts(
+        uuid=str(row["device_id"]), index=row["gpu_index"], name=str(row["gpu_name"] or ""),
+        model=str(row["gpu_model"]), card=str(row["card"]), host=str(row["hostname"]), run_id=str(row["run_id"]),
+        suite=str(row["suite"]), power_limit_default_w=row["power_limit_default_w"],
+        software={k: row.get(k) for k in SOFTWARE},
+        readings=(Reading(counters, tuple((counters or {}).get("xids") or ()), link),), started_at=row["started_at"],
+    )  # fmt: skip
+    figures = {key: tuple(zip(values, suites, strict=True)) for key, (values, suites) in history.items()}
+    return Observed(gpu, figures)
 
 
-#: A GPU's figure: (latest value, its peak fraction, median SM clock in its largest case, the suite that measured it).
-Found = tuple[float, float | None, int | None, str]
+class Peers:
+    """One model's GPUs' recorded state, asked about everyone but one of them: clocks, software, ECC, each answer in
+    O(log n), so weighing a model's n GPUs costs n log n rather than n². A GPU is added or taken away as the fleet's
+    verdicts are kept (``fleet_verdicts``)."""
+
+    def __init__(self) -> None:
+        self.clocks: list[float] = []
+        self.max_clocks: list[int] = []
+        self.versions: Counter[tuple[Any, Any, Any]] = Counter()
+        self.ecc: Counter[bool] = Counter()
+        self.count = 0
+
+    def add(self, row: dict[str, Any], clock: int | None) -> None:
+        """Count one more GPU: its latest run's ``row`` and its matmul's SM clock."""
+        self._count(row, clock, 1)
+
+    def remove(self, row: dict[str, Any], clock: int | None) -> None:
+        """Count one GPU no more (as it was added)."""
+        self._count(row, clock, -1)
+
+    def _count(self, row: dict[str, Any], clock: int | None, by: int) -> None:
+        if clock:
+            _count_sorted(self.clocks, float(clock), by)
+        if isinstance(most := row["sm_clock_max_mhz"], int):
+            _count_sorted(self.max_clocks, most, by)
+        _count_in(self.versions, (row["torch"], row["cuda"], row["driver"]), by)
+        if row["ecc_enabled"] is not None:
+            _count_in(self.ecc, row["ecc_enabled"], by)
+        self.count += by
 
 
-_NONE: Found = (0.0, None, None, "")
+def _count_sorted(values: list[Any], value: Any, by: int) -> None:
+    """Add ``value`` to the sorted ``values`` (``by`` 1), or take one away (-1)."""
+    if by > 0:
+        bisect.insort(values, value)
+    else:
+        del values[bisect.bisect_left(values, value)]
 
 
-def _figures(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], Found]:
-    """(device, figure) -> (latest value, its peak fraction, median SM clock in its largest case, its run's suite),
-    from the device's latest run that measured that figure (a later run of only some benchmarks does not hide
-    earlier figures)."""
-    return {
-        (device, figure): (float(v), float(p) if p is not None else None, int(c) if c is not None else None, str(s))
-        for device, figure, v, p, c, s in rows
-    }
-
-
-class _Others:
-    """One model's GPUs, asked about everyone but one of them: its peers' median, range and mix, each answer in
-    O(log n), so judging a model's n GPUs costs n log n rather than n²."""
-
-    def __init__(self, devices: list[dict[str, Any]], figures: dict[tuple[str, str], Found]) -> None:
-        ids = [str(d["device_id"]) for d in devices]
-        # Per figure and the suite that measured it: the suites time alike figures differently (as the history).
-        self.values: dict[tuple[str, str], list[float]] = {}
-        for i in ids:
-            for key in FIGURE_KEYS:
-                if (i, key) in figures:
-                    value, _, _, suite = figures[(i, key)]
-                    self.values.setdefault((key, suite), []).append(value)
-        for values in self.values.values():
-            values.sort()
-        self.clocks = sorted(float(c) for i in ids if (c := figures.get((i, "matmul_bf16"), _NONE)[2]))
-        self.max_clocks = sorted(m for d in devices if isinstance(m := d["sm_clock_max_mhz"], int))
-        self.versions = Counter((d["torch"], d["cuda"], d["driver"]) for d in devices)
-        self.ecc = Counter(d["ecc_enabled"] for d in devices if d["ecc_enabled"] is not None)
-        self.count = len(devices)
-
-
-def _median_without(values: list[float], mine: float | None) -> float | None:
-    """The median of ``values`` (sorted; holding ``mine`` unless it is None) without one ``mine``; None if empty."""
-    n = len(values) - (mine is not None)
-    if n <= 0:
-        return None
-    i = bisect.bisect_left(values, mine) if mine is not None else n + 1
-
-    def at(j: int) -> float:
-        return values[j if j < i else j + 1]
-
-    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+def _count_in(counts: Counter[Any], key: Any, by: int) -> None:
+    """Count ``key`` once more or once less, keeping no count of 0 (``Counter`` equality counts them)."""
+    counts[key] += by
+    if counts[key] <= 0:
+        del counts[key]
 
 
 def _range_without(values: list[int], mine: int | None) -> tuple[int, int] | None:
@@ -163,111 +102,57 @@ def _range_without(values: list[int], mine: int | None) -> tuple[int, int] | Non
     return values[1] if i == 0 else values[0], values[-2] if i == len(values) - 1 else values[-1]
 
 
-def _causes(row: dict[str, Any], peers: _Others, clock: int | None, slow: bool) -> list[str]:
+def causes(row: dict[str, Any], peers: Peers, clock: int | None, slow: bool) -> tuple[str, ...]:
     """What the run's recorded state says could slow this GPU; clock comparisons only matter when it is slow."""
-    causes = []
+    out = []
     limit, default = row["power_limit_w"], row["power_limit_default_w"]
     if isinstance(limit, float) and isinstance(default, float) and limit < default - 1:
-        causes.append(f"power limit {limit:.0f} W, below the default {default:.0f} W")
+        out.append(f"power limit {limit:.0f} W, below the default {default:.0f} W")
     reasons = row["throttle_reasons_seen"]
     seen = set(reasons) if isinstance(reasons, list) else set()
     if seen & FAULT_REASONS:
-        causes.append("thermal or hardware slowdown during the run: " + ", ".join(sorted(seen & FAULT_REASONS)))
+        out.append("thermal or hardware slowdown during the run: " + ", ".join(sorted(seen & FAULT_REASONS)))
     others = row["other_processes"]
     if isinstance(others, int) and others > 0:
-        causes.append(f"{others} other process{'es' if others > 1 else ''} on the GPU during the run")
+        out.append(f"{others} other process{'es' if others > 1 else ''} on the GPU during the run")
     ecc = row["ecc_enabled"]
     if ecc is not None and sum(peers.ecc.values()) > 1 and peers.ecc[ecc] == 1:
         mine, theirs = ("on", "off") if ecc else ("off", "on")
-        causes.append(f"ECC {mine}, while its peers run with ECC {theirs}")
-    peer_clock = _median_without(peers.clocks, clock) if clock else None
-    if slow and clock is not None and peer_clock is not None and clock < 0.9 * peer_clock:
-        causes.append(f"SM clock {clock} MHz during the matmul, its peers {peer_clock:.0f} MHz")
+        out.append(f"ECC {mine}, while its peers run with ECC {theirs}")
+    peer_clock = median_without(peers.clocks, clock) if slow and clock else None
+    if clock is not None and peer_clock is not None and clock < 0.9 * peer_clock:
+        out.append(f"SM clock {clock} MHz during the matmul, its peers {peer_clock:.0f} MHz")
     mine_version = (row["torch"], row["cuda"], row["driver"])
     if peers.count > 1 and peers.versions[mine_version] == 1:
         common = max(sorted((v for v in peers.versions if v != mine_version), key=str), key=peers.versions.__getitem__)
-        causes.append(
+        out.append(
             f"runs torch {mine_version[0]}, CUDA {mine_version[1]}, driver {mine_version[2]}; its peers torch "
             f"{common[0]}, CUDA {common[1]}, driver {common[2]}"
         )
     mine_max = row["sm_clock_max_mhz"]
-    peer_max = _range_without(peers.max_clocks, mine_max if isinstance(mine_max, int) else None)
-    if slow and isinstance(mine_max, int) and peer_max and mine_max < peer_max[0]:
-        causes.append(f"maximum SM clock {mine_max} MHz, its peers {peer_max[1]} MHz")
-    return causes
+    peer_max = _range_without(peers.max_clocks, mine_max if isinstance(mine_max, int) else None) if slow else None
+    if isinstance(mine_max, int) and peer_max and mine_max < peer_max[0]:
+        out.append(f"maximum SM clock {mine_max} MHz, its peers {peer_max[1]} MHz")
+    if slow and not out:
+        out.append("no cause recorded in its state")
+    return tuple(out)
 
 
-def fleet_health(
-    devices: list[dict[str, Any]],
-    figure_rows: list[tuple[Any, ...]],
-    history_rows: list[tuple[Any, ...]] = (),  # type: ignore[assignment]
-    counter_rows: list[dict[str, Any]] = (),  # type: ignore[assignment]
-    model: str | None = None,
-    baselines: BaselineIndex | None = None,
-) -> list[Verdict]:
-    """A verdict for every GPU, worst first. ``devices``: each one's latest run (``Reads.health_devices``);
-    ``figure_rows``: ``Reads.health_figures``; ``history_rows``: ``Reads.health_history``; ``counter_rows``:
-    ``Reads.latest_counters``; ``model``: only that model's GPUs are judged; ``baselines``: the cards' baselines."""
-    baselines = baselines if baselines is not None else BaselineIndex()
-    figures = _figures(figure_rows)
-    history = {(str(device), str(figure)): [float(v) for v in values] for device, figure, values in history_rows}
-    counters = {str(row["device_id"]): row for row in counter_rows}
-    by_model: dict[str, list[dict[str, Any]]] = {}
-    for d in devices:
-        by_model.setdefault(str(d["gpu_model"]), []).append(d)
-    peers_of = {name: _Others(members, figures) for name, members in by_model.items()}
-    thresholds = {
-        (name, key): threshold_from_spread(
-            [history.get((str(d["device_id"]), key), []) for d in members], minimum=minimum_threshold(key)
-        )
-        for name, members in by_model.items()
-        for key in FIGURE_KEYS
-    }
-    verdicts = []
-    for d in devices:
-        if model is not None and d["gpu_model"] != model:
-            continue
-        device, name = str(d["device_id"]), str(d["gpu_model"])
-        peers = peers_of[name]
-        measured = {}
-        for key in FIGURE_KEYS:
-            found = figures.get((device, key))
-            if found is None:
-                continue
-            alike = peers.values[(key, found[3])]
-            median = _median_without(alike, found[0])
-            measured[key] = Measured(history.get((device, key)) or [found[0]], found[3],
-                                     (median, len(alike) - 1) if median is not None else None,
-                                     thresholds[(name, key)])  # fmt: skip
-        row = counters.get(device)
-        link = (d["pcie_gen"], d["pcie_gen_max"], d["pcie_width"], d["pcie_width_max"])
-        gpu = GpuFacts(
-            uuid=device, index=d["gpu_index"], name=str(d["gpu_name"] or ""), model=name, card=str(d["card"]),
-            host=str(d["hostname"]), run_id=str(d["run_id"]), suite=str(d["suite"]),
-            power_limit_default_w=d["power_limit_default_w"], software={k: d.get(k) for k in SOFTWARE},
-            readings=(Reading(row, tuple((row or {}).get("xids") or ()), link),),
-        )  # fmt: skip
-        judged = judge_gpu(gpu, measured, baselines)
-        failing = judged.level in (Level.slow, Level.suspect)
-        causes = _causes(d, peers, figures.get((device, "matmul_bf16"), _NONE)[2], failing)
-        if failing and not causes:
-            causes = ["no cause recorded in its state"]
-        verdicts.append(Verdict(judged, d["started_at"], causes))
-    return sorted(verdicts, key=lambda v: (SEVERITY.index(v.level), -(v.slow_by or 0), v.gpu_model, v.hostname))
-
-
-def wire(v: Verdict) -> GpuVerdict:
-    """A verdict as the API and ``check --json`` give it (the reasons with the likely causes)."""
-    return v.judgement.verdict("collector", v.causes)
+def worst_first(v: GpuJudgement) -> tuple[int, float, str, str]:
+    """A verdict's place where pages list them: the most severe, then the furthest below, first."""
+    return SEVERITY.index(v.level), -(v.slow_by or 0), v.gpu_model, v.hostname
 
 
 @dataclass(frozen=True)
 class FleetMetrics:
-    """What ``/metrics`` says of each GPU: its verdict (with its latest figures) and its latest error counters."""
+    """What ``/metrics`` says of each GPU: its verdict (with its latest figures), its latest error counters and
+    per-watt figures."""
 
-    verdicts: list[Verdict]
-    counters: list[dict[str, Any]]
+    verdicts: list[GpuJudgement]
+    #: Each GPU's error counters as its latest run ended (``Reads.latest_counters``' rows), by device.
+    counters: dict[str, dict[str, Any]]
     #: The error counters' names, in the order their series are written (``store.tables.COUNTERS``).
     counter_names: tuple[str, ...]
-    #: (device, GPU model, card, hostname, figure, value): each GPU's latest per-watt twin of each health figure.
-    per_watt: list[tuple[Any, ...]] = field(default_factory=list)
+    #: Each GPU's latest per-watt twin of each health figure, by device: rows of (device, GPU model, card, hostname,
+    #: figure, value) (``Reads.latest_per_watt``).
+    per_watt: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)

@@ -270,13 +270,12 @@ def health(
     suspect, slow or faulty, and why."""
     from rich.table import Table
 
-    from ..analysis.health import wire
     from ..read.views import fleet_health
 
     with settings_for(db).open_store(read_only=True) as store:
         verdicts = fleet_health(store.reads())
     if fmt is TableOrJson.json:
-        sys.stdout.write("[" + ",\n".join(wire(v).model_dump_json() for v in verdicts) + "]\n")
+        sys.stdout.write("[" + ",\n".join(v.wire("collector").model_dump_json() for v in verdicts) + "]\n")
         return
     table = Table("GPU", "card", HOSTNAME, "verdict", "why / likely cause", header_style="bold")
     for v in verdicts:

@@ -10,8 +10,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from schemas.judgement import GpuJudgement
+
 from ..analysis.fleet import PAGE, Filter, Listing, Summary, listing, needing_action, summarise
-from ..analysis.health import Verdict
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class Glance:
     """What a fleet's summary holds besides its list: the same for every page and filter of the same verdicts."""
 
     summary: Summary
-    action: list[Verdict]  # the GPUs that need action, worst first, at most a page
+    action: list[GpuJudgement]  # the GPUs that need action, worst first, at most a page
     cards: list[str]
 
 
@@ -30,7 +31,7 @@ _GLANCES_KEPT = 16
 _LOCK = threading.Lock()
 
 
-def glance(verdicts: list[Verdict], key: object = None, size: int = PAGE) -> Glance:
+def glance(verdicts: list[GpuJudgement], key: object = None, size: int = PAGE) -> Glance:
     """``verdicts`` summarised; ``key``: what they were judged from (None: not kept)."""
     if key is not None:
         with _LOCK:
@@ -51,7 +52,7 @@ class HealthView:
     """What a health page shows: ``summary`` is None where every GPU fits one page (listed as before)."""
 
     summary: Summary | None
-    action: list[Verdict]  # the GPUs that need action, worst first, at most a page (shown with the summary)
+    action: list[GpuJudgement]  # the GPUs that need action, worst first, at most a page (shown with the summary)
     listing: Listing
     chosen: Filter
     cards: list[str] = field(default_factory=list)  # the card filter's choices
@@ -67,7 +68,7 @@ class HealthView:
 
 
 def health_view(
-    verdicts: list[Verdict], chosen: Filter, page: int = 1, size: int = PAGE, key: object = None
+    verdicts: list[GpuJudgement], chosen: Filter, page: int = 1, size: int = PAGE, key: object = None
 ) -> HealthView:
     """``verdicts`` (worst first) as a page shows them: whole where they fit one page and nothing is filtered,
     else summarised (``key``: see ``glance``), with the page of those the filter keeps."""
@@ -80,8 +81,8 @@ def health_view(
 
 
 def report_health(
-    verdicts: list[Verdict], key: object = None, size: int = PAGE
-) -> tuple[Summary | None, list[Verdict]]:
+    verdicts: list[GpuJudgement], key: object = None, size: int = PAGE
+) -> tuple[Summary | None, list[GpuJudgement]]:
     """A report's fleet health: (None, every verdict) where they fit one page, else (the summary, the GPUs that
     need action, at most ``size`` of them): a report is not paged."""
     if len(verdicts) <= size:

@@ -7,21 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import RunSubmission
 from schemas.baselines import BaselineIndex, baseline_threshold
-from schemas.health_figures import HEALTH_FIGURES
-from schemas.labels import PER_WATT_SUFFIX
+from schemas.judgement import GpuJudgement
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
-from ..analysis import baselines, compare, health, machines, regressions
+from ..analysis import baselines, compare, machines, regressions
 from ..analysis.charts import CHARTS, SPREAD_FIGURE, Charts
 from ..analysis.compare import PEAK_CATEGORIES, Comparison
 from ..analysis.fleet import PAGE, Filter, Summary
-from ..analysis.health import FleetMetrics, Verdict
+from ..analysis.health import FleetMetrics
 from ..analysis.machines import MultiGpuMachine
 from ..analysis.parse import parse_run
 from ..analysis.regressions import Change
@@ -29,7 +27,7 @@ from ..store import sqlviews
 from ..store.errors import NotFound
 from ..store.figures import BY_KEY
 from ..store.reads import Reads
-from ..store.tables import COUNTERS
+from . import verdicts
 from .health_views import HealthView, glance, health_view, report_health
 
 
@@ -68,7 +66,7 @@ class BaselineBand:
 class CardView:
     card: str
     cmp: Comparison
-    verdicts: list[Verdict]
+    verdicts: list[GpuJudgement]
     changes: list[Change]
     charts: Charts
     baselines: list[BaselineBand] = field(default_factory=list)
@@ -79,7 +77,7 @@ class CardView:
 class GpuView:
     device: str
     history: list[dict[str, Any]]  # one page of its runs, newest first
-    verdict: Verdict | None
+    verdict: GpuJudgement | None
     runs: int = 0  # every run of it kept
     page: int = 1
     pages: int = 1
@@ -97,14 +95,14 @@ class CompareView:
 @dataclass(frozen=True)
 class Report:
     cmp: Comparison
-    verdicts: list[Verdict]
+    verdicts: list[GpuJudgement]
     changes: list[Change]
     machines: list[MultiGpuMachine]
     charts: Charts | None
     runs: list[dict[str, Any]]
     starved: tuple[int, int] = (0, 0)  # (results, runs) flagged starved: left out of every figure and verdict
     summary: Summary | None = None  # the fleet at a glance, where it is larger than a page
-    listed: list[Verdict] = field(default_factory=list)  # the verdicts listed: all, or those that need action
+    listed: list[GpuJudgement] = field(default_factory=list)  # the verdicts listed: all, or those that need action
 
 
 MOST_COMPARED = 4
@@ -159,13 +157,7 @@ def charts(reads: Reads, cmp: Comparison, only: tuple[str, ...] = CHARTS, *, mac
     )
 
 
-#: Verdicts by (store generation, model): every page, report and scrape judges the fleet, and the verdicts change
-#: only when the summaries do (190 ms for 500 GPUs at 100,000 runs, then nothing until the next refresh).
-_VERDICTS: OrderedDict[tuple[object, str | None, int], list[Verdict]] = OrderedDict()
-_VERDICTS_KEPT = 16
-_VERDICTS_LOCK = threading.Lock()
-
-
+_BASELINES_LOCK = threading.Lock()
 _BASELINES: dict[tuple[tuple[str, str], ...], BaselineIndex] = {}
 
 
@@ -173,50 +165,26 @@ def baseline_index(reads: Reads) -> BaselineIndex:
     """The stored baselines (bundled and imported) as verdicts use them, parsed once per set of baselines."""
     stored = [(str(text), str(origin)) for text, origin in reads.baselines()]
     key = tuple((hashlib.sha256(text.encode()).hexdigest(), origin) for text, origin in stored)
-    with _VERDICTS_LOCK:
+    with _BASELINES_LOCK:
         if key in _BASELINES:
             return _BASELINES[key]
     index = BaselineIndex(baselines.load_all(stored))
-    with _VERDICTS_LOCK:
+    with _BASELINES_LOCK:
         _BASELINES.clear()
         _BASELINES[key] = index
     return index
 
 
-def fleet_health(reads: Reads, model: str | None = None) -> list[Verdict]:
-    baselines = baseline_index(reads)
-    key = (reads.generation, model, id(baselines))
-    if reads.generation is not None:
-        with _VERDICTS_LOCK:
-            if key in _VERDICTS:
-                _VERDICTS.move_to_end(key)
-                return list(_VERDICTS[key])
-    keys = health.FIGURE_KEYS
-    verdicts = health.fleet_health(
-        reads.health_devices(model),
-        reads.health_figures(keys, model),
-        reads.health_history(keys, model),
-        reads.latest_counters(model),
-        model,
-        baselines,
-    )
-    if reads.generation is not None:
-        with _VERDICTS_LOCK:
-            _VERDICTS[key] = verdicts
-            while len(_VERDICTS) > _VERDICTS_KEPT:
-                _VERDICTS.popitem(last=False)
-    return list(verdicts)
+def fleet_health(reads: Reads, model: str | None = None) -> list[GpuJudgement]:
+    """Every GPU's verdict (of one model, or all), worst first: kept between refreshes (``read.verdicts``)."""
+    found = verdicts.kept(reads, baseline_index(reads)).verdicts()
+    return found if model is None else [v for v in found if v.gpu_model == model]
 
 
-def gpu_verdicts(reads: Reads, uuids: list[str] | None = None, host: str | None = None) -> list[Verdict]:
-    """The verdicts of the GPUs named by UUID, or of one host's GPUs (``check --from-collector``)."""
+def gpu_verdicts(reads: Reads, uuids: list[str] | None = None, host: str | None = None) -> list[GpuJudgement]:
+    """The verdicts of the GPUs named by UUID, or of one host's GPUs (``check --from-collector``), worst first."""
     wanted = set(uuids or ())
-
-    def mine(device: str, hostname: str) -> bool:
-        return device in wanted or (host is not None and hostname == host)
-
-    models = sorted({str(d["gpu_model"]) for d in reads.health_devices() if mine(str(d["device_id"]), d["hostname"])})
-    return [v for m in models for v in fleet_health(reads, m) if mine(v.device, v.hostname)]
+    return [v for v in fleet_health(reads) if v.device in wanted or (host is not None and v.hostname == host)]
 
 
 def version_changes(reads: Reads, model: str | None = None) -> list[Change]:
@@ -336,9 +304,7 @@ def compare_cards(reads: Reads, chosen: list[str]) -> CompareView:
 
 
 def fleet_metrics(reads: Reads) -> FleetMetrics:
-    twins = [key + PER_WATT_SUFFIX for key in HEALTH_FIGURES if key + PER_WATT_SUFFIX in BY_KEY]
-    return FleetMetrics(fleet_health(reads), reads.latest_counters(), tuple(name for name, _ in COUNTERS),
-                        reads.latest_per_watt(twins))  # fmt: skip
+    return verdicts.kept(reads, baseline_index(reads)).metrics()
 
 
 def multi_gpu_machines(reads: Reads) -> list[MultiGpuMachine]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 
+from schemas.judgement import GpuJudgement
 from schemas.labels import HOSTNAME
 from schemas.terminal import printable
 
 from ..analysis.compare import Comparison
 from ..analysis.fleet import LEVELS, Summary
-from ..analysis.health import Verdict
 from ..analysis.machines import MultiGpuMachine
 from ..analysis.regressions import Change
 from .fleet import text_histogram
@@ -65,7 +65,7 @@ def starved_note(results: int, runs: int) -> str | None:
 
 def report_markdown(
     cmp: Comparison,
-    verdicts: list[Verdict],
+    verdicts: list[GpuJudgement],
     changes: list[Change],
     machines: list[MultiGpuMachine] | None = None,
     starved: tuple[int, int] = (0, 0),

@@ -26,6 +26,17 @@ def cards_filter(cards: list[str] | None, column: str = "card") -> tuple[str, li
     return f" AND {column} IN (SELECT unnest(?::VARCHAR[]))", [cards]
 
 
+def _scope(table: str, model: str | None, devices: list[str] | None) -> tuple[str, list[object]]:
+    """The health reads' filter: of one GPU model, and of some devices only (None: every one)."""
+    where, params = "", list[object]()
+    if model:
+        where, params = f" AND {table}gpu_model = ?", [model]
+    if devices is not None:
+        where += f" AND {table}device_id IN (SELECT unnest(?::VARCHAR[]))"
+        params.append(devices)
+    return where, params
+
+
 class Queries:
     """One cursor and the ways to read rows through it."""
 
@@ -50,40 +61,52 @@ class Queries:
 class FleetReads(Queries):
     # -- health and history ------------------------------------------------------------------------------------
 
-    def health_devices(self, model: str | None = None) -> list[dict[str, Any]]:
+    def health_devices(self, model: str | None = None, devices: list[str] | None = None) -> list[dict[str, Any]]:
         """Each agent-measured GPU's latest run and state, with that run's transformers and suite (of one model, or
-        all)."""
-        where = " AND d.gpu_model = ?" if model else ""
+        all; of ``devices`` only, where given)."""
+        where, params = _scope("d.", model, devices)
         return self._dicts(
             "SELECT d.*, r.transformers, r.suite FROM device_latest d JOIN runs r USING (run_id) "
             f"WHERE d.gpu_name IS NOT NULL AND d.source = 'agent'{where}",
-            [model] if model else [],
+            params,
         )
 
-    def health_figures(self, figures: list[str], model: str | None = None) -> list[Row]:
+    def health_figures(
+        self, figures: list[str], model: str | None = None, devices: list[str] | None = None
+    ) -> list[Row]:
         """(device, figure, value, peak fraction, SM clock, suite) from each GPU's latest run that measured the
         figure."""
-        where = " AND l.gpu_model = ?" if model else ""
+        where, params = _scope("l.", model, devices)
         return self._rows(
             "SELECT l.device_id, l.figure, l.value, l.peak_fraction, l.sm_clock_mhz, r.suite FROM latest_figures l "
             "JOIN runs r USING (run_id) WHERE l.source = 'agent' AND l.gpu_name IS NOT NULL "
             f"AND l.figure IN (SELECT unnest(?::VARCHAR[])){where}",
-            [figures, *([model] if model else [])],
+            [figures, *params],
         )
 
-    def health_history(self, figures: list[str], model: str | None = None) -> list[Row]:
-        """(device, figure, [its kept measurements, newest first]) of each agent-measured GPU (``health_history``),
-        those of the suite that measured the newest only: the suites time alike figures differently (the health
-        profile's matmul is not the standard suite's), so a GPU run under both is not held against the other's."""
-        where = " AND gpu_model = ?" if model else ""
+    def health_history(
+        self, figures: list[str], model: str | None = None, devices: list[str] | None = None
+    ) -> list[Row]:
+        """(device, figure, [its kept measurements], [the suite of each]) of each agent-measured GPU, newest first
+        (``health_history``; ``schemas.observations`` keeps those of the suite that took the newest)."""
+        where, params = _scope("", model, devices)
         return self._rows(
-            f"""SELECT device_id, figure, list(value ORDER BY started_at DESC) FROM (
-                    SELECT device_id, figure, value, started_at, suite,
-                           arg_max(suite, started_at) OVER (PARTITION BY device_id, figure) AS newest
-                    FROM health_history WHERE figure IN (SELECT unnest(?::VARCHAR[])){where})
-                WHERE suite IS NOT DISTINCT FROM newest GROUP BY device_id, figure""",
-            [figures, *([model] if model else [])],
+            f"""SELECT device_id, figure, list(value ORDER BY started_at DESC, run_id),
+                       list(suite ORDER BY started_at DESC, run_id)
+                FROM health_history WHERE figure IN (SELECT unnest(?::VARCHAR[])){where} GROUP BY device_id, figure""",
+            [figures, *params],
         )
+
+    def devices_committed(self, start: int, end: int) -> list[str]:
+        """The devices of the runs committed from ``start`` to before ``end`` (``commit_seq``): those whose
+        summaries a refresh over those commits may have changed."""
+        return [str(r[0]) for r in self._rows(
+            """SELECT DISTINCT coalesce(g.uuid, ru.hostname) FROM runs ru
+               LEFT JOIN (SELECT run_id, uuid FROM gpus WHERE commit_seq >= $start AND commit_seq < $end) g
+                   ON g.run_id = ru.run_id
+               WHERE ru.commit_seq >= $start AND ru.commit_seq < $end""",
+            {"start": start, "end": end},
+        )]  # fmt: skip
 
     def gpu_runs(self, device: str) -> int:
         """How many runs measured one GPU (0: none)."""
@@ -108,9 +131,9 @@ class FleetReads(Queries):
             [figures, *([model] if model else [])],
         )
 
-    def latest_counters(self, model: str | None = None) -> list[dict[str, Any]]:
+    def latest_counters(self, model: str | None = None, devices: list[str] | None = None) -> list[dict[str, Any]]:
         """Each agent-measured GPU's error counters as its latest run ended, with the XIDs seen in that run."""
-        where = " AND d.gpu_model = ?" if model else ""
+        where, params = _scope("d.", model, devices)
         columns = ", ".join(f"g.{name}_after AS {name}" for name, _ in COUNTERS)
         return self._dicts(
             f"""SELECT d.device_id, d.gpu_model, d.card, d.hostname, {columns},
@@ -118,18 +141,19 @@ class FleetReads(Queries):
                        CAST(json_extract(g.xid_events, '$[*].xid') AS INTEGER[]) AS xids
                 FROM device_latest d JOIN gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
                 WHERE d.source = 'agent' AND d.gpu_name IS NOT NULL{where}""",
-            [model] if model else [],
+            params,
         )
 
-    def latest_per_watt(self, figures: list[str]) -> list[Row]:
+    def latest_per_watt(self, figures: list[str], devices: list[str] | None = None) -> list[Row]:
         """(device, GPU model, card, hostname, figure, value) of each agent-measured GPU's latest value of each of
-        ``figures`` (per-watt twins)."""
+        ``figures`` (per-watt twins; of ``devices`` only, where given)."""
+        where, params = _scope("l.", None, devices)
         return self._rows(
-            """SELECT l.device_id, l.gpu_model, l.card, d.hostname, l.figure, l.value
-               FROM latest_figures l JOIN device_latest d ON d.device_id = l.device_id
-               WHERE l.source = 'agent' AND l.gpu_name IS NOT NULL AND l.figure IN (SELECT unnest(?::VARCHAR[]))
-               ORDER BY l.device_id, l.figure""",
-            [figures],
+            f"""SELECT l.device_id, l.gpu_model, l.card, d.hostname, l.figure, l.value
+                FROM latest_figures l JOIN device_latest d ON d.device_id = l.device_id
+                WHERE l.source = 'agent' AND l.gpu_name IS NOT NULL AND l.figure IN (SELECT unnest(?::VARCHAR[])){where}
+                ORDER BY l.device_id, l.figure""",
+            [figures, *params],
         )
 
     # -- baselines ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
@@ -19,6 +20,7 @@ from schemas import ErrorBody, ErrorDetail, ErrorInfo, RunSubmission
 from schemas.api import RUNS_PATH
 
 from .. import __version__
+from ..read import views
 from ..render.pages import render
 from ..store import STORAGE_ERRORS, Store
 from ..store.errors import CollectorError, StorageUnavailable
@@ -33,6 +35,8 @@ from .tokens import TokenStore
 from .validation import Validator
 
 log = logging.getLogger("flopfleet.collector")
+#: How long a stopping collector waits for its judgement of the fleet at start (seconds at 10,000 GPUs).
+JUDGING_WAIT_S = 30
 #: What a 503 or 429 asks a client to wait (seconds); agents add up to half again at random (agent/upload.py).
 RETRY_AFTER_S = 5
 
@@ -64,6 +68,17 @@ def error_page(status: int, message: str, headers: dict[str, str] | None = None)
                         status_code=status, headers=headers)  # fmt: skip
 
 
+def _judge_fleet(app: FastAPI) -> None:
+    """The fleet judged and its metrics written once as the collector starts, beside its first requests: later
+    refreshes judge only what changed (``read.verdicts``), so the first page or scrape need not judge it all."""
+    try:
+        app.state.metrics.gpus.render(views.fleet_metrics(app.state.store.reads()))
+    except CollectorError as exc:  # storage failed meanwhile (/readyz says so): the first reader judges it instead
+        log.info("the fleet was not judged at start: %s", exc)
+    except Exception:
+        log.warning("judging the fleet at start failed; the first reader judges it", exc_info=True)
+
+
 def create_app(
     settings: Settings, store: Store | None = None, *, close_store: bool = False, validator: Validator | None = None
 ) -> FastAPI:
@@ -82,12 +97,15 @@ def create_app(
         app.state.validator.launch()  # already launched by ``serve``; they import while the store warms
         app.state.store.warm()
         app.state.validator.wait()
+        judging = threading.Thread(target=_judge_fleet, args=(app,), name="flopfleet-verdicts", daemon=True)
+        judging.start()
         log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
         try:
             yield
         finally:
             app.state.stopping = True
             app.state.validator.stop()
+            judging.join(JUDGING_WAIT_S)
             if owned:
                 app.state.store.close()
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from ..render.prometheus import GpuExposition
 from ..store import Store
 
 
@@ -56,6 +57,8 @@ class Metrics:
         )
         self._writer = _WriterCounts()
         self.registry.register(self._writer)
+        #: Each GPU's series, kept between scrapes (``render.prometheus``).
+        self.gpus = GpuExposition()
 
     def refusal(self, reason: str, status: int) -> None:
         """A request refused before it reached the app (``http_limits``), counted with the app's own answers."""

@@ -1,6 +1,7 @@
 """One source of truth for health: the figure table's SQL (the collector's definitions) and Python (the agent's
 ``figure_values``) pick the same values from real runs, and the agent judging a machine alone says what the collector
-says of the same runs (``schemas.judgement.judge_gpu`` fed by both). Real runs from the H200, a real DuckDB file."""
+says of the same runs (both hand their observations to ``schemas.observations.judge_fleet``). Real runs from the H200,
+a real DuckDB file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pydantic import ValidationError
 
 from agent.harness.suites import HEALTH
 from agent.run.check import judge_locally
-from collector.analysis.health import wire
 from collector.read.views import fleet_health
 from collector.store import Store
 from collector.store.figures import BY_KEY, MATCHED
@@ -107,13 +107,15 @@ def _machine(values: dict[int, dict[str, float]], hour: int, **fields: dict[str,
 
 def _both(tmp_path: Path, runs: list[RunSubmission]) -> tuple[list[GpuVerdict], dict[str | None, GpuVerdict]]:
     """The agent's verdicts of ``runs`` (newest first) with the bundled baselines, and the collector's of the same
-    runs stored, by UUID."""
+    runs stored one at a time, by UUID: judged after each, as a collector taking them does (the verdicts it keeps
+    between refreshes, ``read.verdicts``)."""
     agent = judge_locally(runs, BaselineIndex((b, "bundled") for b in bundled()))
     with Store(tmp_path / "f.duckdb") as store:
         for run in reversed(runs):
             store.add_run(run)
-        store.settle()
-        collector = {v.device: wire(v) for v in fleet_health(store.reads())}
+            store.settle()
+            fleet_health(store.reads())
+        collector = {v.device: v.wire("collector") for v in fleet_health(store.reads())}
     return agent, collector
 
 

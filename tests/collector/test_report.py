@@ -92,16 +92,16 @@ def test_health_finds_the_slow_gpu_and_why(store: Store) -> None:
     slow = verdicts["h9"]  # one run, 21 % under its peers: suspect until confirmed (tests/collector/test_verdicts.py)
     # Its largest shortfall: 21 % under its peers, or more under its sibling cards (the bundled H200's share).
     assert slow.verdict == "suspect" and slow.slow_by is not None and slow.slow_by >= 1 - 560 / 707.5 - 0.01
-    assert slow.causes == ["power limit 500 W, below the default 700 W"]
+    assert slow.causes == ("power limit 500 W, below the default 700 W",)
     first = slow.reasons[0]
     assert first.startswith("BF16 matmul 560 TFLOPS is ") and "in its latest measurement only" in first
     # Its peers and, with no baseline of its own card, its sibling cards judged it: the reason names the further.
     bf16 = slow.figures["matmul_bf16"]
     assert {r.name for r in bf16.references} == {"peers", "sibling", "floor"}
     assert bf16.held_to is not None and bf16.held_to.name in ("peers", "sibling")
-    assert verdicts["h0"].verdict == "ok" and verdicts["h0"].causes == []
+    assert verdicts["h0"].verdict == "ok" and verdicts["h0"].causes == ()
     assert verdicts["h8"].verdict == "faulty"  # a link below its maximum is a fault, whatever the figures say
-    assert verdicts["h8"].faults == ["PCIe link at Gen4 under load, the card supports Gen5 (pcie_gen)"]
+    assert verdicts["h8"].faults == ("PCIe link at Gen4 under load, the card supports Gen5 (pcie_gen)",)
     lone = verdicts["p0"]  # no peers, no history: only its model's floor, which it clears
     assert lone.verdict == "ok" and [r.name for r in lone.figures["matmul_bf16"].references] == ["floor"]  # no sibling
     assert [v.hostname for v in fleet_health(store.reads())][:2] == ["h8", "h9"]  # worst first

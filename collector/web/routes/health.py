@@ -9,7 +9,6 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ...read import views
-from ...render.prometheus import exposition
 from ...store import Store
 from ...store.errors import CollectorError
 from ..auth import Reader
@@ -55,5 +54,5 @@ def metrics(_: Reader, store: LiveStoreDep, registry: MetricsDep) -> Response:
     body = registry.render(store)
     if store.failure is None:
         with suppress(CollectorError):
-            body += exposition(views.fleet_metrics(store.reads()))
+            body += registry.gpus.render(views.fleet_metrics(store.reads()))
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -12,7 +12,6 @@ from schemas.api import SCHEMA_PATH, VERDICTS_PATH
 from schemas.contract import answer_exclude
 from schemas.verdicts import FigureVerdict, GpuVerdict
 
-from ...analysis.health import wire
 from ...read import views
 from ...read.report import build_report
 from ...store.errors import BadRequest
@@ -60,5 +59,5 @@ def verdicts(
         raise BadRequest(f"uuid: at most {MOST_UUIDS} GPUs per request, {len(uuid)} given")
     found = views.gpu_verdicts(store.reads(), uuid, host)
     leave = answer_exclude(request.headers, frozenset(FigureVerdict.model_fields))  # an earlier agent's shape
-    body = "[" + ",".join(wire(v).model_dump_json(exclude=leave) for v in found) + "]"
+    body = "[" + ",".join(v.wire("collector").model_dump_json(exclude=leave) for v in found) + "]"
     return Response(body, media_type="application/json")
