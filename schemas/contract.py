@@ -27,7 +27,7 @@ PLAIN_MINOR = 1
 #: The minor this code writes on its runs: its own, or 0 while its runs are plain 1.0 runs.
 RUN_MINOR = MINOR if MINOR > PLAIN_MINOR else 0
 #: The collector's answers say its version (``1.1``) and the majors it reads (``1``), whatever the status; an agent's
-#: requests say its own version, so that the collector answers in a shape it reads (``answer_exclude``).
+#: verdicts requests say its own version, so that the collector answers in a shape it reads (``answer_exclude``).
 CONTRACT_HEADER = "Flopfleet-Contract"
 MAJORS_HEADER = "Flopfleet-Contract-Majors"
 
@@ -112,7 +112,7 @@ FIGURE_VERDICT_1_0 = frozenset({
 
 
 def request_headers() -> dict[str, str]:
-    """What an agent says of its contract on every request."""
+    """What an agent says of its contract when it asks for verdicts (``answer_exclude``)."""
     return {CONTRACT_HEADER: str(THIS)}
 
 

@@ -62,10 +62,10 @@ class TimingStats(WireModel):
     go on until its median is known came to know it (None: neither was asked). ``host_wait``: of the time the
     measuring process's threads were ready to run during the window, the share they waited for a CPU (Linux's
     run-queue wait; None where the host does not say); ``device_idle``: the share of the window's batches, enqueued
-    back to back, that the device spent idle between repeats (GPU timers only); ``launch_share``: of the device's
-    time for the window's repeats, the part it may have waited on the host inside them: in the repeats it reached
-    before the host had launched all of their work, the time the launching thread was off its CPU (GPU timers only;
-    runs before 2026-12-06 hold the host's whole launching time here, a full launch queue's wait included). They
+    back to back, that the device spent idle between repeats (GPU timers only); ``launch_share``: how much of the
+    median repeat the device may have spent waiting on the host inside it (in the repeats it reached before the host
+    had launched all of their work, the launching thread's time off its CPU; GPU timers only; runs before 2026-12-06
+    hold the host's whole launching time over the device's here, a full launch queue's wait included). They
     say whether the figure is the device's or a busy host's (agent/timing/starvation.py).
     ``power_w``: the board's mean power over the repeats, from its energy counter: ``energy_j`` over
     ``energy_span_s``, the whole updates of the counter the window held (agent/machine/energy.py; None: no counter,

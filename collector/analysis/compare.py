@@ -140,15 +140,21 @@ def price_for(card: Card, patterns: list[tuple[str, float]], published: dict[tup
     return published.get((card.label, "price_usd"))
 
 
-def _baseline_card(label: str, gpu_name: str | None, entries: list[BaselineEntry]) -> tuple[Card, dict[str, Cell]]:
-    """A baseline's column: its standard-suite figures (the report's rows are the standard suite's), labelled with
-    the GPUs it stands on."""
+def _baseline_column(
+    label: str, gpu_name: str | None, held: list[BaselineEntry]
+) -> tuple[Card, dict[tuple[str, str], Cell]] | None:
+    """A card's baseline as a column: its standard-suite figures (the report's rows are the standard suite's),
+    labelled with the GPUs it stands on; None where it has none of that suite."""
+    entries = [e for e in held if e.suite == "standard"]
+    if not entries:
+        return None
     gpus, runs = max(e.figure.gpus for e in entries), max(e.figure.runs for e in entries)
     column = f"{label} baseline ({gpus} GPU{'s' if gpus != 1 else ''})"
     card = Card(column, gpu_name, gpus, runs, match_spec(gpu_name) if gpu_name else None, baseline=True,
                 source=entries[0].bundle)  # fmt: skip
-    return card, {e.figure.figure: Cell(e.figure.value, e.figure.low or e.figure.value, e.figure.high or e.figure.value,
-                                        e.figure.gpus) for e in entries}  # fmt: skip
+    cells = {(column, f.figure): Cell(f.value, f.low or f.value, f.high or f.value, f.gpus)
+             for f in (e.figure for e in entries)}  # fmt: skip
+    return card, cells
 
 
 def baseline_columns(
@@ -159,19 +165,17 @@ def baseline_columns(
     them; the baseline columns' cells."""
     columns: list[Card] = []
     found: dict[tuple[str, str], Cell] = {}
+
+    def add(column: tuple[Card, dict[tuple[str, str], Cell]] | None) -> None:
+        if column is not None:
+            columns.append(column[0])
+            found.update(column[1])
+
     for c in measured:
         columns.append(c)
-        entries = [e for e in baselines.get(c.label, []) if e.suite == "standard"]
-        if entries:
-            card, figures = _baseline_card(c.label, c.gpu_name, entries)
-            columns.append(card)
-            found |= {(card.label, key): cell for key, cell in figures.items()}
+        add(_baseline_column(c.label, c.gpu_name, baselines.get(c.label, [])))
     for label, held in sorted(others.items()):
-        entries = [e for e in held if e.suite == "standard"]
-        if entries:
-            card, figures = _baseline_card(label, entries[0].gpu_name, entries)
-            columns.append(card)
-            found |= {(card.label, key): cell for key, cell in figures.items()}
+        add(_baseline_column(label, held[0].gpu_name if held else None, held))
     return columns, found
 
 

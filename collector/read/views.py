@@ -125,10 +125,10 @@ def comparison(
     prices: dict[str, float] | None = None,
     *,
     baselines: bool = False,
-    others: bool = True,
+    unmeasured: bool = True,
 ) -> Comparison:
     """The cross-card table of every card, or of ``cards`` (measured or published); ``baselines``: each measured
-    card's baseline as a column beside it; ``others``: the baselines of cards not measured here beside them."""
+    card's baseline as a column beside it; ``unmeasured``: the baselines of cards not measured here beside them."""
     measured = [c for c in cards if not c.endswith(compare.PUBLISHED)] if cards else None
     data = measurements(reads, measured)
     index = baseline_index(reads)
@@ -136,7 +136,7 @@ def comparison(
     by_card = {card: index.entries(card) for card in here} if baselines else {}
     # The baselines of cards this collector has not measured, always: one card is seen beside flopfleet's measured
     # ones (their columns are labelled as baselines, as published ones are).
-    beside = {card: index.entries(card) for card in index.cards() - here} if others else {}
+    beside = {card: index.entries(card) for card in index.cards() - here} if unmeasured else {}
     return compare.comparison(data, cards, prices, by_card, beside)
 
 
@@ -215,7 +215,7 @@ def card(reads: Reads, name: str, chosen: Filter | None = None, page: int = 1) -
     model = reads.card_model(name)
     if model is None:
         raise NotFound(f"no card {name!r}; see /cards")
-    cmp = comparison(reads, [name], others=False)  # a card's page is that card's
+    cmp = comparison(reads, [name], unmeasured=False)  # a card's page is that card's
     verdicts = [v for v in fleet_health(reads, model) if v.card == name]
     return CardView(
         card=name,

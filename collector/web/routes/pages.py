@@ -83,14 +83,14 @@ def home(_: Reader, store: StoreDep) -> HTMLResponse:
 
 @router.get("/cards", response_class=HTMLResponse)
 def cards_page(_: Reader, store: StoreDep) -> HTMLResponse:
-    cmp = views.comparison(store.reads(), others=False)  # the cards measured here, as SQL has them
+    cmp = views.comparison(store.reads(), unmeasured=False)  # the cards measured here, as SQL has them
     return _page("cards.html", cmp=cmp, columns=KEY_COLUMNS, index_of={c.label: i for i, c in enumerate(cmp.cards)},
                  trusted_words=TRUSTED_WORDS)  # fmt: skip
 
 
 @router.get("/cards.csv")
 def cards_csv(_: Reader, store: StoreDep) -> Response:
-    return _comparison_csv(views.comparison(store.reads(), others=False), "cards.csv")
+    return _comparison_csv(views.comparison(store.reads(), unmeasured=False), "cards.csv")
 
 
 def _comparison_csv(cmp: Comparison, name: str) -> Response:
