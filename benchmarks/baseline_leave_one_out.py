@@ -209,6 +209,9 @@ def main() -> int:
         f"\nfalse alarms: {sum(r.false_alarm for r in tested)} of {len(tested)} first runs judged against a "
         f"baseline without their GPU; {sum(r.false_alarm for r in kept)} of {len(kept)} checks kept without a UUID"
     )
+    for r in alarms:
+        failing = [k for k, (ratio, threshold) in r.figures.items() if ratio < 1 - threshold]
+        print(f"  {r.gpu} {r.suite} {r.path}: {r.level.value} on {', '.join(failing) or 'no figure below its threshold'}")
     return 1 if alarms else 0
 
 
