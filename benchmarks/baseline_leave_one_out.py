@@ -211,7 +211,8 @@ def main() -> int:
     )
     for r in alarms:
         failing = [k for k, (ratio, threshold) in r.figures.items() if ratio < 1 - threshold]
-        print(f"  {r.gpu} {r.suite} {r.path}: {r.level.value} on {', '.join(failing) or 'no figure below its threshold'}")
+        on = ", ".join(failing) or "no figure below its threshold"
+        print(f"  {r.gpu} {r.suite} {r.path}: {r.level.value} on {on}")
     return 1 if alarms else 0
 
 

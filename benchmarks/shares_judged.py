@@ -6,10 +6,11 @@ judges the same figures differently; this judges each check's runs again by the 
 collector does (``agent.run.check.judge_locally``: the re-measurement confirms or clears the first run), against the
 card's bundle in schemas/data/. On the CPU, from the committed files:
 
-    python benchmarks/shares_judged.py docs/results/h100/call2-runs/shares.json docs/results/h100/call2-runs/shares-runs.json
+    cd docs/results/h100/call2-runs && python ../../../../benchmarks/shares_judged.py shares.json shares-runs.json
 
 Prints, per check (the healthy ones, then each share with and without a collector): the level and exit code now, and
-each health figure against the baseline with its threshold (``!`` where it fails).
+each health figure against the baseline with its threshold (``!`` where it fails). baseline_first_checks.py keeps
+no run of a check made without a collector: those lines say so.
 """
 
 from __future__ import annotations
