@@ -29,7 +29,7 @@ from agent.run.check import judge_locally  # noqa: E402
 from schemas import RunSubmission  # noqa: E402
 from schemas.baselines import BaselineIndex, bundled  # noqa: E402
 from schemas.health_figures import HEALTH_FIGURES  # noqa: E402
-from schemas.verdicts import EXIT_CODES  # noqa: E402
+from schemas.verdicts import EXIT_CODES, GpuVerdict  # noqa: E402
 from scripts.bundle_baselines import as_bundled  # noqa: E402
 
 
@@ -48,23 +48,31 @@ def checks(saved: dict[str, Any]) -> list[tuple[str, list[str]]]:
     return out
 
 
+def judged(checks_file: Path, runs_file: Path, index: BaselineIndex) -> list[tuple[str, GpuVerdict | None]]:
+    """Each check of ``checks_file`` (its label) judged again from its runs in ``runs_file`` against ``index``; None
+    where its runs were not kept."""
+    saved = json.loads(checks_file.read_text())
+    runs = {str(r.run_id): r for r in (RunSubmission.model_validate_json(json.dumps(d))
+                                       for d in json.loads(runs_file.read_text()))}  # fmt: skip
+    out: list[tuple[str, GpuVerdict | None]] = []
+    for label, ids in checks(saved):
+        found = [as_bundled(runs[i]) for i in reversed(ids) if i in runs]  # newest first
+        out.append((label, judge_locally(found, index)[0] if found else None))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checks", type=Path, help="baseline_first_checks.py's --out file")
     parser.add_argument("runs", type=Path, help="baseline_first_checks.py's --runs file")
     args = parser.parse_args(argv)
-    saved = json.loads(args.checks.read_text())
-    runs = {str(r.run_id): r for r in (RunSubmission.model_validate_json(json.dumps(d))
-                                       for d in json.loads(args.runs.read_text()))}  # fmt: skip
     index = BaselineIndex([(b, "bundled") for b in bundled()])
     names = list(HEALTH_FIGURES)
     print(f"{'check':<22} {'level':<8} exit " + " ".join(f"{n:>17}" for n in names))
-    for label, ids in checks(saved):
-        found = [as_bundled(runs[i]) for i in reversed(ids) if i in runs]  # newest first
-        if not found:
+    for label, verdict in judged(args.checks, args.runs, index):
+        if verdict is None:
             print(f"{label:<22} (its runs are not in {args.runs.name})")
             continue
-        (verdict,) = judge_locally(found, index)
         by = {f.figure: f for f in verdict.figures}
         cells = []
         for n in names:
