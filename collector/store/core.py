@@ -85,11 +85,15 @@ class Store:
             self.commits.reset(seq)
 
     def close(self) -> None:
-        """Stop the writer (it answers what is queued first) and close the file; never waits on a stuck disk for
-        more than ``writer.CLOSE_WAIT_S``."""
-        self.writer.stop()
+        """Stop the writer (``stop_writing``) and close the file."""
+        self.stop_writing()
         with suppress(duckdb.Error):
             self._con.close()
+
+    def stop_writing(self) -> None:
+        """Stop the writer: it answers what is queued first, and the runs stored get their figures and summaries;
+        reads go on until ``close``. Never waits on a stuck disk for more than ``writer.CLOSE_WAIT_S``."""
+        self.writer.stop()
 
     @property
     def failure(self) -> StorageFailure | None:
@@ -262,6 +266,20 @@ class Store:
         self._cursor().execute(
             "INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)", [model, price_usd, source, datetime.now(timezone.utc)]
         )
+
+    def keep_metrics(self, judged_from: str, body: bytes) -> None:
+        """Each GPU's series on ``/metrics`` as this collector stops, and what they were judged from (replacing what
+        an earlier one kept): the next collector on the file answers its first scrapes with them."""
+        cur = self._cursor()
+        cur.begin()
+        try:
+            cur.execute("DELETE FROM kept_metrics")
+            cur.execute("INSERT INTO kept_metrics VALUES (?, ?, ?)", [judged_from, body, datetime.now(timezone.utc)])
+            cur.commit()
+        except BaseException:
+            with suppress(duckdb.Error):
+                cur.rollback()
+            raise
 
     def add_baseline(self, bundle: BaselineBundle) -> Literal["created", "duplicate"]:
         """Store an imported baseline bundle (checked by ``schemas.baselines.parse_bundle``), whole or not at all."""

@@ -37,13 +37,17 @@ log = logging.getLogger(__name__)
 DB_VERSION = 6
 #: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
 DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
-#: Tables that are not flattened from runs: the archive's record, prices for price/performance, and baselines
-#: (published tables among them).
+#: Tables that are not flattened from runs: the archive's record, prices for price/performance, baselines
+#: (published tables among them), and the metrics a collector kept as it stopped.
 SIDE_TABLES = {
     "archived_runs": retention.ARCHIVED_DDL,
     "prices": """CREATE TABLE IF NOT EXISTS prices (
         model VARCHAR PRIMARY KEY, price_usd DOUBLE NOT NULL, source VARCHAR, updated_at TIMESTAMPTZ NOT NULL)""",
     **baselines.DDL,
+    # What /metrics said of each GPU as a collector stopped, and what it was judged from (``read.views.judged_from``):
+    # the next collector on the file answers its first scrapes with it while it judges the fleet.
+    "kept_metrics": """CREATE TABLE IF NOT EXISTS kept_metrics (
+        judged_from VARCHAR NOT NULL, body BLOB NOT NULL, written_at TIMESTAMPTZ NOT NULL)""",
 }
 #: Runs found without summaries when the file is opened are summarised this many per transaction.
 MIGRATE_RUNS = 2000
