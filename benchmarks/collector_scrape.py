@@ -4,6 +4,7 @@ Prints figures; run on demand:
     .venv/bin/python benchmarks/collector_scrape.py --against ../old                 # 10,000 GPUs, one run each
     .venv/bin/python benchmarks/collector_scrape.py --gpus 1000 3000 10000 --against ../old --dir /tmp/fleets
     .venv/bin/python benchmarks/collector_scrape.py --runs 100000 --posts 50 --against ../old --dir /tmp/fleets
+    .venv/bin/python benchmarks/collector_scrape.py --runs 1000000 --restarted --against ../old --dir /tmp/fleets
 
 The fleet is built as benchmarks/collector_million.py builds it (``--runs`` runs over the GPUs, one health run per
 GPU by default; figures and summaries computed), once per size (kept in ``--dir``), copied once per checkout and
@@ -11,7 +12,9 @@ served once by it, untimed (an older file is brought up to its layout), then cop
 collector (its own process, default settings) is scraped once right after it starts (or ``--wait`` seconds
 after), when the fleet is judged for the first time, then ``--repeats`` times more with nothing new. With
 ``--restarted`` it starts on the file as that first collector left it, the metrics it kept as it stopped in it (a
-collector restarted); without, those are removed first (a file no collector of its version stopped on). Then,
+collector restarted); without, those are removed first (a file no collector of its version stopped on). A fleet
+built by this checkout is in its layout, which an older ``--against`` may refuse: build the fleets with the older
+checkout's ``collector_million.py`` (this one brings them up to date). Then,
 ``--refreshes`` times: ``--posts`` runs of GPUs of the fleet picked at random (the template's health run with the
 GPU's own id, host and time, every figure a few percent off, the fleet's slow GPUs slow again) are posted with a
 writer's token, and after ``--pause`` seconds (the refresher has summarised them) it is scraped: a fleet's collector

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import suppress
 from datetime import datetime, timezone
@@ -23,7 +24,7 @@ import duckdb
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle
 
-from . import baselines, retention
+from . import baselines, kept, retention
 from .archive import ArchiveFolder, Observe
 from .commits import GroupCommit, Pending, Stored, compress, digest
 from .dbfile import check_db
@@ -85,15 +86,11 @@ class Store:
             self.commits.reset(seq)
 
     def close(self) -> None:
-        """Stop the writer (``stop_writing``) and close the file."""
-        self.stop_writing()
+        """Stop the writer (it answers what is queued first) and close the file; never waits on a stuck disk for
+        more than ``writer.CLOSE_WAIT_S``."""
+        self.writer.stop()
         with suppress(duckdb.Error):
             self._con.close()
-
-    def stop_writing(self) -> None:
-        """Stop the writer: it answers what is queued first, and the runs stored get their figures and summaries;
-        reads go on until ``close``. Never waits on a stuck disk for more than ``writer.CLOSE_WAIT_S``."""
-        self.writer.stop()
 
     @property
     def failure(self) -> StorageFailure | None:
@@ -267,19 +264,11 @@ class Store:
             "INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)", [model, price_usd, source, datetime.now(timezone.utc)]
         )
 
-    def keep_metrics(self, judged_from: str, body: bytes) -> None:
-        """Each GPU's series on ``/metrics`` as this collector stops, and what they were judged from (replacing what
-        an earlier one kept): the next collector on the file answers its first scrapes with them."""
-        cur = self._cursor()
-        cur.begin()
-        try:
-            cur.execute("DELETE FROM kept_metrics")
-            cur.execute("INSERT INTO kept_metrics VALUES (?, ?, ?)", [judged_from, body, datetime.now(timezone.utc)])
-            cur.commit()
-        except BaseException:
-            with suppress(duckdb.Error):
-                cur.rollback()
-            raise
+    def keep_metrics(self, lines: Callable[[Reads], tuple[str, bytes]]) -> None:
+        """Stop the writer (the runs queued stored and summarised), then keep each GPU's series on ``/metrics`` and
+        what they were judged from, as ``lines`` reads them, for the next collector's first scrapes (``kept``)."""
+        self.writer.stop()
+        kept.keep(self._cursor(), *lines(self.reads()))
 
     def add_baseline(self, bundle: BaselineBundle) -> Literal["created", "duplicate"]:
         """Store an imported baseline bundle (checked by ``schemas.baselines.parse_bundle``), whole or not at all."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from . import aggregates, baselines, retention
+from . import aggregates, baselines, kept, retention
 from .archive import ArchiveFolder
 from .errors import CollectorError, CorruptDatabase, DatabaseBusy, NewerDatabase, OlderDatabase
 from .figures import DEFINITIONS_DDL, FIGURES_DDL, definitions_insert
@@ -44,10 +44,7 @@ SIDE_TABLES = {
     "prices": """CREATE TABLE IF NOT EXISTS prices (
         model VARCHAR PRIMARY KEY, price_usd DOUBLE NOT NULL, source VARCHAR, updated_at TIMESTAMPTZ NOT NULL)""",
     **baselines.DDL,
-    # What /metrics said of each GPU as a collector stopped, and what it was judged from (``read.views.judged_from``):
-    # the next collector on the file answers its first scrapes with it while it judges the fleet.
-    "kept_metrics": """CREATE TABLE IF NOT EXISTS kept_metrics (
-        judged_from VARCHAR NOT NULL, body BLOB NOT NULL, written_at TIMESTAMPTZ NOT NULL)""",
+    "kept_metrics": kept.DDL,
 }
 #: Runs found without summaries when the file is opened are summarised this many per transaction.
 MIGRATE_RUNS = 2000

@@ -94,13 +94,11 @@ def _judge_fleet(app: FastAPI) -> None:
 def _keep_metrics(app: FastAPI) -> None:
     """Each GPU's series once the last runs are summarised, kept in the file for the next collector's first scrapes
     (``Store.keep_metrics``); only where this one judged its fleet and can still write."""
-    store = app.state.store
+    store, gpus = app.state.store, app.state.metrics.gpus
     if not app.state.judged or store.failure is not None:
         return
     try:
-        store.stop_writing()
-        body = app.state.metrics.gpus.render(views.fleet_metrics(store.reads()))
-        store.keep_metrics(views.judged_from(store.reads()), body)
+        store.keep_metrics(lambda reads: (views.judged_from(reads), gpus.render(views.fleet_metrics(reads))))
     except Exception:
         log.warning("the metrics were not kept for the next collector; its first scrape waits for its judgement",
                     exc_info=True)  # fmt: skip
