@@ -1,6 +1,6 @@
 """A generated fleet's pages, report, SQL examples and start, this checkout beside another one (``--against``),
-the two collectors taking turns on the same database: what each costs, and how it grows with the GPUs and with
-the runs kept. Prints figures; run on demand:
+the two collectors taking turns on copies of the same database: what each costs, and how it grows with the GPUs and
+with the runs kept. Prints figures; run on demand:
 
     .venv/bin/python benchmarks/collector_fleet.py --fleets 10000:10000 100000:10000 1000000:10000 \\
         --against ../before --dir /tmp/fleets                          # with the runs kept, at 10,000 GPUs
@@ -8,10 +8,11 @@ the runs kept. Prints figures; run on demand:
         --against ../before --dir /tmp/fleets                          # with the GPUs, at 10 runs a GPU
 
 Each fleet ``RUNS:GPUS`` is ``collector_million.fleet_file``'s (built once and kept in ``--dir``), served from a
-copy made once per invocation (and opened once by each checkout before anything is timed: a first open brings an
-older file up to date): ``flopfleet-collector serve`` in its own process, default settings, one checkout then
-the other, their order swapped each round (``--rounds``). Each start is timed to ``/readyz``; each request
-is made once untimed (the first judges the fleet), then ``--repeats`` times: min and median over all rounds.
+copy per checkout made once per invocation (and opened once by that checkout before anything is timed: a first open
+brings an older file up to its layout, which the other checkout may not read): ``flopfleet-collector serve`` in its
+own process, default settings, one checkout then the other, their order swapped each round (``--rounds``). Each
+start is timed to ``/readyz``; each request is made once untimed (the first judges the fleet), then ``--repeats``
+times: min and median over all rounds.
 """
 
 from __future__ import annotations
@@ -110,24 +111,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = args.dir or Path(tmp)
         for runs, gpus in fleets:
-            work = Path(tmp) / f"work-{runs}-{gpus}.duckdb"
-            shutil.copyfile(fleet_file(folder, runs, gpus), work)
-            for _, root in sides:  # a first open brings an older file up to date: once, untimed
+            works = {name: Path(tmp) / f"work-{name}-{runs}-{gpus}.duckdb" for name, _ in sides}
+            for name, root in sides:  # a first open brings an older file up to its layout: once, untimed
+                shutil.copyfile(fleet_file(folder, runs, gpus), works[name])
                 if root == ROOT:
-                    Store(work).close()  # in this process: a long migration may outlast a server's start deadline
+                    Store(works[name]).close()  # in this process: a long migration may outlast a server's deadline
                 else:
-                    CollectorProcess(work, root=root).stop()
-            wanted = requests(work)
+                    CollectorProcess(works[name], root=root).stop()
+            wanted = requests(works["after"])
             labels = [label for label, _ in wanted]
             got: Sides = {name: ({}, []) for name, _ in sides}
             results[(runs, gpus)] = got
             for r in range(args.rounds):
                 for name, root in sides if r % 2 == 0 else sides[::-1]:
                     timed, ready = got[name]
-                    ready.append(measure(work, root, wanted, args.repeats, timed))
+                    ready.append(measure(works[name], root, wanted, args.repeats, timed))
                     print(f"{runs:,} runs, {gpus:,} GPUs, round {r + 1}, {name}: ready in {ready[-1]:.2f} s",
                           flush=True)  # fmt: skip
-            work.unlink()
+            for work in works.values():
+                work.unlink()
             report(runs, gpus, got, labels)
             size = fleet_file(folder, runs, gpus).stat().st_size
             print(f"database file: {size / 2**20:,.0f} MiB ({size / runs / 1024:.1f} KiB a run)\n", flush=True)

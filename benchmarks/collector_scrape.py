@@ -4,11 +4,17 @@ Prints figures; run on demand:
     .venv/bin/python benchmarks/collector_scrape.py --against ../old                 # 10,000 GPUs, one run each
     .venv/bin/python benchmarks/collector_scrape.py --gpus 1000 3000 10000 --against ../old --dir /tmp/fleets
     .venv/bin/python benchmarks/collector_scrape.py --runs 100000 --posts 50 --against ../old --dir /tmp/fleets
+    .venv/bin/python benchmarks/collector_scrape.py --runs 1000000 --restarted --against ../old --dir /tmp/fleets
 
 The fleet is built as benchmarks/collector_million.py builds it (``--runs`` runs over the GPUs, one health run per
-GPU by default; figures and summaries computed), once per size (kept in ``--dir``), and copied for each collector.
-Each collector (its own process, default settings) is scraped once right after it starts (or ``--wait`` seconds
-after), when the fleet is judged for the first time, then ``--repeats`` times more with nothing new. Then,
+GPU by default; figures and summaries computed), once per size (kept in ``--dir``), copied once per checkout and
+served once by it, untimed (an older file is brought up to its layout), then copied for each collector. Each
+collector (its own process, default settings) is scraped once right after it starts (or ``--wait`` seconds
+after), when the fleet is judged for the first time, then ``--repeats`` times more with nothing new. With
+``--restarted`` it starts on the file as that first collector left it, the metrics it kept as it stopped in it (a
+collector restarted); without, those are removed first (a file no collector of its version stopped on). A fleet
+built by this checkout is in its layout, which an older ``--against`` may refuse: build the fleets with the older
+checkout's ``collector_million.py`` (this one brings them up to date). Then,
 ``--refreshes`` times: ``--posts`` runs of GPUs of the fleet picked at random (the template's health run with the
 GPU's own id, host and time, every figure a few percent off, the fleet's slow GPUs slow again) are posted with a
 writer's token, and after ``--pause`` seconds (the refresher has summarised them) it is scraped: a fleet's collector
@@ -30,6 +36,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import duckdb
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,6 +114,18 @@ def scrapes(
         server.stop()
 
 
+def served_once(fleet: Path, base: Path, root: Path | None, restarted: bool) -> Path:
+    """A copy of ``fleet`` served once by the checkout at ``root`` and stopped: in its layout, and with the metrics
+    that collector kept as it stopped (``restarted``) or without them."""
+    shutil.copy(fleet, base)
+    CollectorProcess(base, root=root).stop()
+    if not restarted:
+        with duckdb.connect(str(base)) as con:
+            if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kept_metrics'").fetchone()[0]:  # type: ignore[index]
+                con.execute("DELETE FROM kept_metrics")
+    return base
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpus", type=int, nargs="+", default=[10_000])
@@ -121,12 +140,17 @@ def main() -> None:
         "--wait", type=float, default=0.0, help="seconds between a collector's start and its first scrape"
     )
     parser.add_argument("--dir", type=Path, help="keep the fleet databases here, and use those found there")
+    parser.add_argument(
+        "--restarted", action="store_true", help="start each collector on the metrics the last one kept as it stopped"
+    )
     args = parser.parse_args()
     trees = [("this", None)] + ([("against", args.against.resolve())] if args.against else [])
     rng = random.Random(20261206)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for gpus in args.gpus:
             fleet = fleet_file(args.dir or Path(tmp), args.runs or gpus, gpus)
+            bases = {name: served_once(fleet, Path(tmp) / f"{name}-base.duckdb", root, args.restarted)
+                     for name, root in trees}  # fmt: skip
             firsts: dict[str, list[float]] = {name: [] for name, _ in trees}
             later: dict[str, list[float]] = {name: [] for name, _ in trees}
             refreshed: dict[str, list[float]] = {name: [] for name, _ in trees}
@@ -134,7 +158,7 @@ def main() -> None:
             for i in range(args.rounds * len(trees)):
                 name, root = trees[i % len(trees)]
                 db = Path(tmp) / f"{name}-{i}.duckdb"
-                shutil.copy(fleet, db)
+                shutil.copy(bases[name], db)
                 posts = [fleet_runs(gpus, args.posts, rng) for _ in range(args.refreshes)] if args.posts else []
                 first, rest, after, size = scrapes(db, root, args.repeats, posts, args.pause, args.wait)
                 firsts[name].append(first)
@@ -151,6 +175,8 @@ def main() -> None:
                              f"{statistics.median(refreshed[name]):.2f} / {max(refreshed[name]):.2f} s (min / median / "
                              f"max of {len(refreshed[name])})")  # fmt: skip
                 print(f"{line}; {size / 1e6:.1f} MB")
+            for base in bases.values():
+                base.unlink()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from schemas.baselines import BaselineIndex, baseline_threshold
 from schemas.judgement import GpuJudgement
 from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
 
+from .. import __version__
 from ..analysis import baselines, compare, machines, regressions
 from ..analysis.charts import CHARTS, SPREAD_FIGURE, Charts
 from ..analysis.compare import PEAK_CATEGORIES, Comparison
@@ -23,7 +24,7 @@ from ..analysis.health import FleetMetrics
 from ..analysis.machines import MultiGpuMachine
 from ..analysis.parse import parse_run
 from ..analysis.regressions import Change
-from ..store import sqlviews
+from ..store import DB_VERSION, sqlviews
 from ..store.errors import NotFound
 from ..store.figures import BY_KEY
 from ..store.reads import Reads
@@ -161,10 +162,15 @@ _BASELINES_LOCK = threading.Lock()
 _BASELINES: dict[tuple[tuple[str, str], ...], BaselineIndex] = {}
 
 
+def _stored_baselines(reads: Reads) -> tuple[list[tuple[str, str]], tuple[tuple[str, str], ...]]:
+    """The stored baselines (bundle, origin), and what tells one set of them from another (their hashes)."""
+    stored = [(str(text), str(origin)) for text, origin in reads.baselines()]
+    return stored, tuple((hashlib.sha256(text.encode()).hexdigest(), origin) for text, origin in stored)
+
+
 def baseline_index(reads: Reads) -> BaselineIndex:
     """The stored baselines (bundled and imported) as verdicts use them, parsed once per set of baselines."""
-    stored = [(str(text), str(origin)) for text, origin in reads.baselines()]
-    key = tuple((hashlib.sha256(text.encode()).hexdigest(), origin) for text, origin in stored)
+    stored, key = _stored_baselines(reads)
     with _BASELINES_LOCK:
         if key in _BASELINES:
             return _BASELINES[key]
@@ -173,6 +179,16 @@ def baseline_index(reads: Reads) -> BaselineIndex:
         _BASELINES.clear()
         _BASELINES[key] = index
     return index
+
+
+def judged_from(reads: Reads) -> str:
+    """What the fleet's verdicts, and so each GPU's series on ``/metrics``, are judged from: this collector's version
+    and layout, the baselines held, how far the summaries go. Where it is the same, so are they (a collector answers
+    its first scrapes with what the last one on the file kept as it stopped: ``web.metrics.KeptLines``)."""
+    commit, device_runs = reads.summaries_extent()
+    baselines = hashlib.sha256(repr(_stored_baselines(reads)[1]).encode()).hexdigest()[:16]
+    return f"collector {__version__}, db_version {DB_VERSION}, baselines {baselines}, to commit {commit}, " \
+           f"{device_runs} device runs"  # fmt: skip
 
 
 def fleet_health(reads: Reads, model: str | None = None) -> list[GpuJudgement]:

@@ -27,11 +27,12 @@ DDL: dict[str, str] = {
     # Each device's latest run: its card, state and software then; how many runs measured it and since when.
     "device_latest": """CREATE TABLE IF NOT EXISTS device_latest AS
         SELECT *, CAST(0 AS BIGINT) AS runs, started_at AS first_run FROM ({devices}) WHERE false""",
-    # Every run of every device with its key figures and error counters: the GPU page's history.
+    # Every run of every device with its key figures and error counters (the GPU page's history), and the run's
+    # fields and whether it is the run's first device (what ``result_facts`` labels results with: ``sqlviews.LABELS``).
     "device_runs": """CREATE TABLE IF NOT EXISTS device_runs AS
-        SELECT *, CAST(NULL AS DOUBLE) AS matmul, CAST(NULL AS DOUBLE) AS memory, CAST(NULL AS DOUBLE) AS bert,
-               {counters}
-        FROM ({devices}) WHERE false""",
+        SELECT d.*, CAST(NULL AS DOUBLE) AS matmul, CAST(NULL AS DOUBLE) AS memory, CAST(NULL AS DOUBLE) AS bert,
+               {counters}, {run_fields}, CAST(NULL AS BOOLEAN) AS first_in_run
+        FROM ({devices}) d, runs ru WHERE false""",
     # Runs per card, and the first and last of them.
     "card_runs": """CREATE TABLE IF NOT EXISTS card_runs (
         card VARCHAR NOT NULL, runs BIGINT NOT NULL, first_run TIMESTAMPTZ, last_run TIMESTAMPTZ)""",
@@ -82,6 +83,14 @@ DEVICE_COUNTERS = (
     ("pcie_replays", "BIGINT", "g.pcie_replays_after - g.pcie_replays_before"),
     ("xid_count", "INTEGER", "CAST(json_array_length(g.xid_events) AS INTEGER)"),
 )
+#: The run's fields ``result_facts`` shows beside each result that ``device_runs`` keeps beyond the device's own
+#: (hostname, start, source, torch, CUDA and driver it has already), from the run's row of ``runs``, ``ru``.
+RUN_FIELDS = ("suite", "device", "transformers", "agent_version")
+#: Whether a row of ``device_runs`` is its run's first device (the lowest GPU index; a CPU run's one row): the one a
+#: result that spans the machine is labelled with.
+FIRST_IN_RUN = "gpu_index IS NOT DISTINCT FROM min(gpu_index) OVER (PARTITION BY run_id)"
+#: The columns ``device_runs`` gained after it was first kept, which a file kept before them is rebuilt with.
+DEVICE_RUNS_ADDED = (*(name for name, _, _ in DEVICE_COUNTERS), *RUN_FIELDS, "first_in_run")
 #: Indexes of the summaries: the GPU page finds its GPU's rows of ``device_runs`` through one, whatever the runs
 #: kept (an equality lookup; DuckDB scans instead where the same query also orders and limits).
 INDEXES = ("CREATE INDEX IF NOT EXISTS device_runs_device ON device_runs (device_id)",)
@@ -89,15 +98,29 @@ INDEXES = ("CREATE INDEX IF NOT EXISTS device_runs_device ON device_runs (device
 
 def ddl() -> list[str]:
     counters = ", ".join(f"CAST(NULL AS {sql}) AS {name}" for name, sql, _ in DEVICE_COUNTERS)
-    return [*(sql.format(devices=devices_sql(), counters=counters) for sql in DDL.values()), *INDEXES]
+    run_fields = ", ".join(f"ru.{name}" for name in RUN_FIELDS)
+    return [*(sql.format(devices=devices_sql(), counters=counters, run_fields=run_fields) for sql in DDL.values()),
+            *INDEXES]  # fmt: skip
 
 
-def device_counters_backfill() -> list[str]:
-    """``device_runs``' counters for a database kept before it held them: the columns, filled from ``gpus``."""
-    added = [f"ALTER TABLE device_runs ADD COLUMN IF NOT EXISTS {name} {sql}" for name, sql, _ in DEVICE_COUNTERS]
-    values = ", ".join(f"{name} = {expr}" for name, _, expr in DEVICE_COUNTERS)
-    return [*added, f"UPDATE device_runs d SET {values} FROM gpus g WHERE g.run_id = d.run_id "
-                    "AND g.gpu_index = d.gpu_index"]  # fmt: skip
+def device_runs_backfill(have: set[str]) -> list[str]:
+    """``device_runs`` for a database kept before it held all its columns (``have``: those it holds), written anew
+    with the others (an UPDATE of every row costs several times more: docs/results/collector.md): counters from
+    ``gpus`` (none for an archived run, whose rows are in the archive), the run's fields from ``runs``, the first
+    device from its own rows; then its index again."""
+    added = [(name, expr) for name, _, expr in DEVICE_COUNTERS] + [(name, f"ru.{name}") for name in RUN_FIELDS]
+    columns = "".join(f", {expr} AS {name}" for name, expr in added if name not in have)
+    first = "" if "first_in_run" in have else f", {FIRST_IN_RUN} AS first_in_run"
+    return [
+        "DROP INDEX IF EXISTS device_runs_device",
+        f"""CREATE TABLE device_runs_kept AS SELECT *{first} FROM (
+                SELECT d.*{columns} FROM device_runs d
+                LEFT JOIN runs ru ON ru.run_id = d.run_id
+                LEFT JOIN gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index)""",
+        "DROP TABLE device_runs",
+        "ALTER TABLE device_runs_kept RENAME TO device_runs",
+        *INDEXES,
+    ]
 
 
 def _merge(table: str, keys: tuple[str, ...], candidates: str, over: dict[str, str] | None = None) -> list[str]:
@@ -155,12 +178,15 @@ def refresh_sql(*, figures_sql: str, machines: bool = True) -> list[str]:
     history = ", ".join(f"max(f.value) FILTER (WHERE f.figure = '{figure}') AS {name}"
                         for name, figure in HISTORY_FIGURES.items())  # fmt: skip
     counters = ", ".join(f"{expr} AS {name}" for name, _, expr in DEVICE_COUNTERS)
+    run_fields = ", ".join(f"ru.{name}" for name in RUN_FIELDS)
     statements += [
         f"""INSERT INTO device_runs BY NAME
-            SELECT d.*, {history}, {counters} FROM new_devices d
-            LEFT JOIN new_figures f ON f.run_id = d.run_id AND f.gpu_index IS NOT DISTINCT FROM d.gpu_index
-            LEFT JOIN new_gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
-            GROUP BY ALL""",
+            SELECT *, {FIRST_IN_RUN} AS first_in_run FROM (
+                SELECT d.*, {history}, {counters}, {run_fields} FROM new_devices d
+                JOIN new_runs ru ON ru.run_id = d.run_id
+                LEFT JOIN new_figures f ON f.run_id = d.run_id AND f.gpu_index IS NOT DISTINCT FROM d.gpu_index
+                LEFT JOIN new_gpus g ON g.run_id = d.run_id AND g.gpu_index = d.gpu_index
+                GROUP BY ALL)""",
         *_merge(
             "device_latest",
             ("device_id",),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import suppress
 from datetime import datetime, timezone
@@ -23,7 +24,7 @@ import duckdb
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle
 
-from . import baselines, retention
+from . import baselines, kept, retention
 from .archive import ArchiveFolder, Observe
 from .commits import GroupCommit, Pending, Stored, compress, digest
 from .dbfile import check_db
@@ -262,6 +263,12 @@ class Store:
         self._cursor().execute(
             "INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)", [model, price_usd, source, datetime.now(timezone.utc)]
         )
+
+    def keep_metrics(self, lines: Callable[[Reads], tuple[str, bytes]]) -> None:
+        """Stop the writer (the runs queued stored and summarised), then keep each GPU's series on ``/metrics`` and
+        what they were judged from, as ``lines`` reads them, for the next collector's first scrapes (``kept``)."""
+        self.writer.stop()
+        kept.keep(self._cursor(), *lines(self.reads()))
 
     def add_baseline(self, bundle: BaselineBundle) -> Literal["created", "duplicate"]:
         """Store an imported baseline bundle (checked by ``schemas.baselines.parse_bundle``), whole or not at all."""

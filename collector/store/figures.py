@@ -178,12 +178,18 @@ def definitions_insert() -> tuple[str, list[tuple[Any, ...]]]:
     return f"INSERT INTO figure_definitions ({', '.join(DEFINITION_COLUMNS)}) VALUES ({placeholders})", rows
 
 
-#: The best trusted device-to-device copy of each run and GPU, beside each of its results: what ``copy_fraction``
-#: divides by (the run's own ``bw_copy`` figure).
-RUN_COPY = (
-    f"max(CASE WHEN benchmark = 'bandwidth' AND op = 'copy' AND {TRUSTED} THEN gbps END)"
-    " OVER (PARTITION BY run_id, gpu_index)"
-)
+#: The results ``copy_fraction`` divides by: a run's trusted device-to-device copies on the same GPU (its own
+#: ``bw_copy`` figure is the best of them).
+COPY = f"benchmark = 'bandwidth' AND op = 'copy' AND {TRUSTED}"
+#: The best of them beside each of a run's results.
+RUN_COPY = f"max(CASE WHEN {COPY} THEN gbps END) OVER (PARTITION BY run_id, gpu_index)"
+
+
+def run_copies(source: str, of: str) -> str:
+    """The best of them per run and GPU (``copy_gbps``), of the runs with a result of ``source`` that meets ``of``:
+    a join for the few results that need it, not a window over every result."""
+    return (f"SELECT run_id, gpu_index, max(gbps) AS copy_gbps FROM {source} WHERE {COPY} AND run_id IN "
+            f"(SELECT run_id FROM {source} WHERE {of}) GROUP BY run_id, gpu_index")  # fmt: skip
 
 
 def compute_sql(source: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from . import aggregates, baselines, retention
+from . import aggregates, baselines, kept, retention
 from .archive import ArchiveFolder
 from .errors import CollectorError, CorruptDatabase, DatabaseBusy, NewerDatabase, OlderDatabase
 from .figures import DEFINITIONS_DDL, FIGURES_DDL, definitions_insert
@@ -31,17 +31,20 @@ log = logging.getLogger(__name__)
 #: The layout of the database file; a file written by a newer collector is refused, not misread. 2: the summaries
 #: kept at ingest (``aggregates``), built for older files when they are first opened; 3: health_history; 4: the
 #: suite of each value it keeps; 5: the views of results hold trusted results only (a reader of an older file would
-#: answer through its views, which held every result: it is refused until a writer recreates them).
-DB_VERSION = 5
+#: answer through its views, which held every result: it is refused until a writer recreates them); 6:
+#: ``device_runs`` keeps each run's fields and first device, which ``result_facts`` labels results with (an older
+#: writer would add rows without them).
+DB_VERSION = 6
 #: Tables derived from stored results just after a run is stored, and the definitions they are derived by.
 DERIVED_TABLES = {"figure_definitions": DEFINITIONS_DDL, "figures": FIGURES_DDL}
-#: Tables that are not flattened from runs: the archive's record, prices for price/performance, and baselines
-#: (published tables among them).
+#: Tables that are not flattened from runs: the archive's record, prices for price/performance, baselines
+#: (published tables among them), and the metrics a collector kept as it stopped.
 SIDE_TABLES = {
     "archived_runs": retention.ARCHIVED_DDL,
     "prices": """CREATE TABLE IF NOT EXISTS prices (
         model VARCHAR PRIMARY KEY, price_usd DOUBLE NOT NULL, source VARCHAR, updated_at TIMESTAMPTZ NOT NULL)""",
     **baselines.DDL,
+    "kept_metrics": kept.DDL,
 }
 #: Runs found without summaries when the file is opened are summarised this many per transaction.
 MIGRATE_RUNS = 2000
@@ -219,9 +222,7 @@ def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> bo
         cur.execute(ddl(table))
         _add_new_columns(cur, table)
     had_history = count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'health_history')") > 0
-    had_counters = count(
-        cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'device_runs' AND column_name = 'xid_count')"
-    )
+    kept = _columns(cur, "device_runs")  # none: a new file's, made below
     rewrote = not had_history
     for sql in _ddl():
         cur.execute(sql)
@@ -237,10 +238,11 @@ def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> bo
         cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'run_summaries' AND column_name = 'starved')"
     ):  # summarised before results could be starved: NULL, none was
         cur.execute("ALTER TABLE run_summaries ADD COLUMN starved INTEGER")
-    if not had_counters:  # kept before the GPU page read its counters from it (or new: nothing to fill)
-        for sql in aggregates.device_counters_backfill():
+    if kept and not kept >= set(aggregates.DEVICE_RUNS_ADDED):
+        # kept before the GPU page read its counters from it, or before result_facts read each run's fields from it
+        for sql in aggregates.device_runs_backfill(kept):
             cur.execute(sql)
-        rewrote = rewrote or count(cur, "device_runs") > 0
+        rewrote = True
     for name, sql in VIEWS.items():
         cur.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     _create_archive_views(cur, archive_views)
@@ -267,15 +269,16 @@ def _ddl() -> list[str]:
     return [*DERIVED_TABLES.values(), *SIDE_TABLES.values(), *aggregates.ddl()]
 
 
+def _columns(cur: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    """The columns of ``table`` (none where there is no such table)."""
+    rows = cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()
+    return {name for (name,) in rows}
+
+
 def _add_new_columns(cur: duckdb.DuckDBPyConnection, table: str) -> None:
     """Columns a newer collector added to a table (always nullable): older rows read NULL, as their runs never
     carried the field."""
-    have = {
-        name
-        for (name,) in cur.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
-        ).fetchall()
-    }
+    have = _columns(cur, table)
     for column in TABLES[table].columns:
         if column.name not in have:
             cur.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sql}")

@@ -38,6 +38,17 @@ class Reads(FleetReads):
     def prices(self) -> list[Row]:
         return self._rows("SELECT model, price_usd FROM prices ORDER BY model")
 
+    def summaries_extent(self) -> Row:
+        """(the last commit stored, the rows of ``device_runs``): how far the summaries go once every stored run is
+        summarised (as a collector starts and after its writer stopped; a run summarised late adds its rows)."""
+        return self._rows("SELECT (SELECT max(commit_seq) FROM runs), (SELECT count(*) FROM device_runs)")[0]
+
+    def kept_metrics(self, judged_from: str) -> bytes | None:
+        """Each GPU's series as the last collector on the file wrote them as it stopped, where they were judged from
+        ``judged_from`` (``read.views.judged_from``); None where they were not, or none were kept."""
+        found = self._one("SELECT body FROM kept_metrics WHERE judged_from = ?", [judged_from])
+        return bytes(found) if found is not None else None
+
     def run_count(self) -> int:
         return int(self._one("SELECT count(*) FROM runs") or 0)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from schemas.health_figures import UNTRUSTED_FLAGS
 from schemas.labels import HEADLINES, Headline
 
-from .figures import RUN_COPY, TRUSTED
+from .figures import TRUSTED, run_copies
 from .tables import COUNTERS
 
 #: The GPU model as compared: its name and memory size (an 80 GB part is not a 40 GB one).
@@ -31,6 +31,14 @@ def devices_sql(runs: str = "runs", gpus: str = "gpus") -> str:
                g.throttle_reasons_seen, g.temperature_end_c
         FROM {runs} ru LEFT JOIN {gpus} g ON g.run_id = ru.run_id
     """
+
+
+#: What ``result_facts`` labels each result with, read from the rows the store keeps per device of each run
+#: (``device_runs``: its card, GPU, the run's fields), joined by the GPU index the result names (``labels``): each
+#: device by its own, and the run's first device once more for the results that name none (collectives,
+#: data-parallel training: measured on that card), unless it names none itself (a CPU run's one row).
+LABELS = """SELECT *, gpu_index AS labels FROM device_runs
+    UNION ALL SELECT *, NULL FROM device_runs WHERE first_in_run AND gpu_index IS NOT NULL"""
 
 
 def _headline_case(then: Callable[[Headline], str | None]) -> str:
@@ -60,19 +68,13 @@ def _counters_sql() -> str:
 VIEWS: dict[str, str] = {
     # One row per device in each run: where a card's label comes from, without scanning results.
     "devices": devices_sql(),
-    # Every result with its run and GPU beside it, and whether it counts (``trusted``: the rule that makes figures,
-    # ``figures.TRUSTED``): the base of the other views.
+    # Every result with its run and GPU beside it (``LABELS``), and whether it counts (``trusted``: the rule that
+    # makes figures, ``figures.TRUSTED``): the base of the other views.
     "result_facts": f"""
         SELECT r.*, {TRUSTED} AS trusted, d.card, d.gpu_model, d.gpu_name, d.device_id AS gpu_uuid, d.power_limit_w,
-               d.power_limit_default_w, d.pcie_gen, d.pcie_gen_max, d.pcie_width, d.pcie_width_max, ru.hostname,
-               ru.started_at, ru.suite, ru.device, ru.source, ru.torch, ru.cuda, ru.driver, ru.transformers,
-               ru.agent_version
-        FROM results r
-        JOIN runs ru USING (run_id)
-        -- A result that spans the machine (collectives, data-parallel training) has no GPU index: it is
-        -- labelled with the run's first GPU, whose card it was measured on.
-        JOIN devices d ON d.run_id = r.run_id AND d.gpu_index IS NOT DISTINCT FROM coalesce(
-            r.gpu_index, (SELECT min(g.gpu_index) FROM gpus g WHERE g.run_id = r.run_id))
+               d.power_limit_default_w, d.pcie_gen, d.pcie_gen_max, d.pcie_width, d.pcie_width_max, d.hostname,
+               d.started_at, d.suite, d.device, d.source, d.torch, d.cuda, d.driver, d.transformers, d.agent_version
+        FROM results r JOIN ({LABELS}) d ON d.run_id = r.run_id AND d.labels IS NOT DISTINCT FROM r.gpu_index
     """,
     # One row per card: how many devices measure it now (by their latest run) and how many runs did, and when;
     # read from the summaries the store keeps at ingest, so it costs what it shows.
@@ -137,8 +139,10 @@ VIEWS: dict[str, str] = {
                CAST(json_extract(params, '$.n_params') AS BIGINT) AS n_params,
                CAST(json_extract(params, '$.flops_per_call') AS DOUBLE) AS flops_per_call, peak_memory_bytes,
                median_s, cv, timing_method, calls_per_repeat, status, reason, flags, torch, cuda, transformers
-        FROM (SELECT *, {RUN_COPY} AS copy_gbps FROM result_facts WHERE benchmark IN ('inference', 'bandwidth'))
-        WHERE trusted AND benchmark = 'inference'
+        FROM (SELECT f.*, c.copy_gbps FROM result_facts f
+              LEFT JOIN ({run_copies("results", "benchmark = 'inference'")}) c
+                  ON c.run_id = f.run_id AND c.gpu_index IS NOT DISTINCT FROM f.gpu_index
+              WHERE f.trusted AND f.benchmark = 'inference')
     """,
     "collectives": """
         SELECT run_id, card, hostname, started_at, op, json_extract_string(params, '$.backend') AS backend, dtype,
@@ -160,10 +164,10 @@ VIEWS: dict[str, str] = {
     """,
     # Each GPU's error counters in each run: before, after, and what the run added; NULL where NVML does not say.
     "gpu_counters": f"""
-        SELECT g.run_id, d.card, d.device_id AS gpu_uuid, ru.hostname, ru.started_at, g.gpu_index, {_counters_sql()},
+        SELECT g.run_id, d.card, d.device_id AS gpu_uuid, d.hostname, d.started_at, g.gpu_index, {_counters_sql()},
                g.energy_j_after - g.energy_j_before AS energy_j_during,
                CAST(json_array_length(g.xid_events) AS INTEGER) AS xid_count, g.xid_events
-        FROM gpus g JOIN runs ru USING (run_id) JOIN devices d ON d.run_id = g.run_id AND d.gpu_index = g.gpu_index
+        FROM gpus g JOIN device_runs d ON d.run_id = g.run_id AND d.gpu_index = g.gpu_index
     """,
     # Every GPU result whose board power was read (its energy counter over the repeats, agent/machine/energy.py): its
     # headline (schemas.labels.HEADLINES), the power, and the headline per watt (TFLOPS/W, GB/s/W, tokens/J).

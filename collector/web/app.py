@@ -70,13 +70,38 @@ def error_page(status: int, message: str, headers: dict[str, str] | None = None)
 
 def _judge_fleet(app: FastAPI) -> None:
     """The fleet judged and its metrics written once as the collector starts, beside its first requests: later
-    refreshes judge only what changed (``read.verdicts``), so the first page or scrape need not judge it all."""
+    refreshes judge only what changed (``read.verdicts``), so the first page or scrape need not judge it all.
+    Meanwhile scrapes answer what the last collector on the file kept as it stopped (``web.metrics.KeptLines``)."""
+    store, metrics = app.state.store, app.state.metrics
     try:
-        app.state.metrics.gpus.render(views.fleet_metrics(app.state.store.reads()))
+        reads = store.reads()
+        metrics.kept.loaded(reads.kept_metrics(views.judged_from(reads)))
+    except Exception:
+        log.warning("reading the metrics kept in the file failed; the first scrape waits for the fleet's judgement",
+                    exc_info=True)  # fmt: skip
+        metrics.kept.loaded(None)
+    try:
+        metrics.gpus.render(views.fleet_metrics(store.reads()))
+        app.state.judged = True
     except CollectorError as exc:  # storage failed meanwhile (/readyz says so): the first reader judges it instead
         log.info("the fleet was not judged at start: %s", exc)
     except Exception:
         log.warning("judging the fleet at start failed; the first reader judges it", exc_info=True)
+    finally:
+        metrics.kept.judged()
+
+
+def _keep_metrics(app: FastAPI) -> None:
+    """Each GPU's series once the last runs are summarised, kept in the file for the next collector's first scrapes
+    (``Store.keep_metrics``); only where this one judged its fleet and can still write."""
+    store, gpus = app.state.store, app.state.metrics.gpus
+    if not app.state.judged or store.failure is not None:
+        return
+    try:
+        store.keep_metrics(lambda reads: (views.judged_from(reads), gpus.render(views.fleet_metrics(reads))))
+    except Exception:
+        log.warning("the metrics were not kept for the next collector; its first scrape waits for its judgement",
+                    exc_info=True)  # fmt: skip
 
 
 def create_app(
@@ -97,6 +122,7 @@ def create_app(
         app.state.validator.launch()  # already launched by ``serve``; they import while the store warms
         app.state.store.warm()
         app.state.validator.wait()
+        app.state.metrics.kept.start()
         judging = threading.Thread(target=_judge_fleet, args=(app,), name="flopfleet-verdicts", daemon=True)
         judging.start()
         log.info("collector ready", extra={"db": str(settings.db), "version": __version__})
@@ -107,6 +133,7 @@ def create_app(
             app.state.validator.stop()
             judging.join(JUDGING_WAIT_S)
             if owned:
+                _keep_metrics(app)
                 app.state.store.close()
 
     app = FastAPI(
@@ -127,6 +154,7 @@ def create_app(
     app.state.metrics = metrics = Metrics()
     app.state.validator = validator or Validator(settings.validate_workers)
     app.state.stopping = False
+    app.state.judged = False  # the fleet judged at start (then its metrics are kept in the file as it stops)
     app.state.posts_in_flight = 0
     for router in (
         health.router,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -28,6 +29,48 @@ class _WriterCounts:
             "flopfleet_runs_committed", "Runs stored by those commits (over flopfleet_commits_total: the mean group)",
             value=commits.runs_committed,
         )  # fmt: skip
+
+
+#: How long a scrape waits for the kept lines to be read as the collector starts (a fraction of a second at 10,000
+#: GPUs) before it waits for the fleet's judgement instead.
+LOAD_WAIT_S = 10
+
+
+class KeptLines:
+    """Each GPU's series as the last collector on this file wrote them as it stopped (``Store.keep_metrics``), where
+    this one judges from what that one did (``read.views.judged_from``): answered while this one judges the fleet at
+    start, seconds at 10,000 GPUs that a scrape would otherwise wait; none once it has."""
+
+    def __init__(self) -> None:
+        self._body: bytes | None = None
+        self._loaded = threading.Event()
+        self._judged = threading.Event()
+        self._loaded.set()
+        self._judged.set()  # nothing to wait for until the collector starts judging
+
+    def start(self) -> None:
+        """The collector starts judging its fleet: the kept lines are being read (``loaded``)."""
+        self._loaded.clear()
+        self._judged.clear()
+
+    def loaded(self, body: bytes | None) -> None:
+        """What was kept, or None where nothing was, or not from what this collector judges from."""
+        self._body = body
+        self._loaded.set()
+
+    def judged(self) -> None:
+        """The fleet is judged (or could not be): scrapes answer this collector's own lines from now on."""
+        self._judged.set()
+        self._loaded.set()
+        self._body = None
+
+    def answer(self) -> bytes | None:
+        """The kept lines while the fleet is being judged at start; None when there are none to answer."""
+        if self._judged.is_set():
+            return None
+        self._loaded.wait(LOAD_WAIT_S)
+        body = self._body
+        return None if self._judged.is_set() else body
 
 
 class Metrics:
@@ -57,8 +100,9 @@ class Metrics:
         )
         self._writer = _WriterCounts()
         self.registry.register(self._writer)
-        #: Each GPU's series, kept between scrapes (``render.prometheus``).
+        #: Each GPU's series, kept between scrapes (``render.prometheus``), and those kept in the file meanwhile.
         self.gpus = GpuExposition()
+        self.kept = KeptLines()
 
     def refusal(self, reason: str, status: int) -> None:
         """A request refused before it reached the app (``http_limits``), counted with the app's own answers."""

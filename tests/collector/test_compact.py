@@ -23,7 +23,8 @@ GPUS, DAYS, KEPT = 40, 25, 5
 def _answers(db: Path) -> dict[str, str]:
     """What a collector serving ``db`` says: every GPU's verdict, the runs as SQL counts them, live and archived."""
     with serve_collector(db) as site:
-        sql = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM all_results), (SELECT count(*) FROM results)"
+        counted = ("runs", "all_results", "results", "result_facts", "device_runs")
+        sql = "SELECT " + ", ".join(f"(SELECT count(*) FROM {table})" for table in counted)
         return {
             "health": httpx.get(site.url + "/health.csv").text,
             "counts": str(httpx.get(site.url + "/api/v1/sql", params={"sql": sql}).json()["rows"]),

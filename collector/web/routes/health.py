@@ -50,9 +50,11 @@ def readyz(request: Request, store: LiveStoreDep) -> JSONResponse:
 @router.get("/metrics", response_class=Response)
 def metrics(_: Reader, store: LiveStoreDep, registry: MetricsDep) -> Response:
     """The collector's own metrics, then each GPU's (figures, verdict, error counters: ``render.prometheus``), read
-    from the summaries as they are (a scrape never waits on the writer; none while storage has failed)."""
+    from the summaries as they are (a scrape never waits on the writer; none while storage has failed), or while the
+    fleet is judged at start, as the last collector on the file left them (``web.metrics.KeptLines``)."""
     body = registry.render(store)
     if store.failure is None:
         with suppress(CollectorError):
-            body += registry.gpus.render(views.fleet_metrics(store.reads()))
+            kept = registry.kept.answer()
+            body += kept if kept is not None else registry.gpus.render(views.fleet_metrics(store.reads()))
     return Response(body, media_type=CONTENT_TYPE_LATEST)
