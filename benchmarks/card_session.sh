@@ -9,6 +9,8 @@
 #   shares  health first checks: HEALTHY against fresh collectors, LONE without one, then a competing process taking
 #           each of SHARES of the GPU's time during one first check with a collector and one without
 #   small   one more GPU for the bundled baseline: HEALTHY health first checks and one standard run
+#   starved the starved rule against its candidate (benchmarks/starved_followed.py: three workloads quiet and beside
+#           HOGS busy processes)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
 # did; the log is $OUT/log.txt. The GPU's settings are only read (nvidia-smi --query), never changed.
 . "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
@@ -52,6 +54,12 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
       --shares "" --out "$OUT/checks.json" --runs "$OUT/checks-runs.json" 2>&1 | tail -n 8
     pack
     GPU_TESTS= HARNESS= WHEELS= NAME=standard RUNS=1 timeout 120 bash benchmarks/h200_speed_session.sh | tail -n 6
+    pack
+  fi
+  if [[ $STAGES == *" starved "* ]]; then
+    log "starved rule against its candidate"
+    timeout 240 python3 benchmarks/starved_followed.py --hogs "${HOGS:-24}" --out "$OUT/starved.json" 2>&1 \
+      | tee "$OUT/starved-log.txt"
     pack
   fi
   log done

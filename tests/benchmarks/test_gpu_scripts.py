@@ -1,6 +1,6 @@
-"""The GPU-only measuring scripts of issues 23 and 24 (benchmarks/gemv_sweep.py, layer_first_calls.py,
-rest_before_cell.py): what can be checked without a GPU, that they start and that the sweep times the products a
-decode step makes."""
+"""The GPU-only measuring scripts of issues 23, 24 and 41 (benchmarks/gemv_sweep.py, layer_first_calls.py,
+rest_before_cell.py, starved_followed.py): what can be checked without a GPU, that they start, that the sweep times
+the products a decode step makes, and that the starved rules' shares read the repeats as the agent's rule does."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ import pytest
 
 from agent.models import llama
 from benchmarks.gemv_sweep import projections
+from benchmarks.starved_followed import Repeat, share
 from tests.conftest import ROOT
 
 
-@pytest.mark.parametrize("script", ["gemv_sweep.py", "layer_first_calls.py", "rest_before_cell.py"])
+@pytest.mark.parametrize(
+    "script", ["gemv_sweep.py", "layer_first_calls.py", "rest_before_cell.py", "starved_followed.py"]
+)
 def test_the_gpu_scripts_start_and_say_what_they_measure(script: str) -> None:
     done = subprocess.run([sys.executable, f"benchmarks/{script}", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
@@ -29,3 +32,17 @@ def test_the_sweep_times_every_weight_a_decode_step_reads() -> None:
     head = sum(n * k for name, n, k, _, _ in products if name == "lm_head")
     norms = 2 * shape.layers * shape.hidden + shape.hidden  # read by the fused RMSNorms, not by a product
     assert (shape.layers * layer + head + norms) * 2 == shape.weight_bytes("bf16")
+
+
+def test_the_candidate_counts_a_hosts_time_away_only_where_the_device_followed_it_to_the_end() -> None:
+    # A repeat of 10 ms whose launching thread was off a CPU for 4 ms of it, its start reached before the launch
+    # ended: with a queue's worth of work left at its end (not followed), the time is not the device's wait.
+    queue_full = [Repeat(0.010, 0.004, True, False)] * 5
+    host_paced = [Repeat(0.010, 0.004, True, True)] * 5
+    ahead = [Repeat(0.010, 0.004, False, None)] * 5  # the host kept ahead: neither rule counts it
+    assert share(queue_full, followed_only=False) == pytest.approx(0.4)
+    assert share(queue_full, followed_only=True) == 0
+    assert share(host_paced, followed_only=True) == share(host_paced, followed_only=False) == pytest.approx(0.4)
+    assert share(ahead, followed_only=False) == share(ahead, followed_only=True) == 0
+    # the median repeat: two held repeats of five do not move it
+    assert share(host_paced[:2] + [Repeat(0.010, 0.0, False, None)] * 3, followed_only=False) == 0

@@ -1,0 +1,173 @@
+"""Does the starved rule's next candidate tell a device that ran dry from one whose launch queue kept it busy?
+
+The agent's rule (docs/methodology.md, "A busy host") counts, for each repeat the device reached before the host had
+launched all of it, the launching thread's time off a CPU as time the device may have waited. Beside busy processes it
+flags cells that did not move: training steps and long prefills, thousands of kernels a repeat, whose launch queue
+holds less than one repeat, so the device reaches each repeat's start while the host is still launching it, and the
+host, blocked on a full queue, is preempted like any thread while the queue keeps the device busy. The candidate
+counts that time only where the device followed the host to the end: the repeat's end event completes within
+``--follow-ms`` of its last launch (a queue's worth of work left says it did not run dry).
+
+Three workloads built here, each timed quiet and beside ``--hogs`` busy CPU processes, as the agent times a repeat
+(events around it, the launching thread's wall and CPU time, then whether the start event was reached, then, where
+that thread was off a CPU, how soon the end event completes):
+
+- ``queue_full``: 3,000 elementwise kernels on 64 MiB a repeat (about 40 us each on an H100, longer than their launch):
+  the queue fills, the host blocks; a busy host should not move it, and neither rule should flag it;
+- ``host_paced``: 2,000 kernels on 1,024 elements (shorter than their launch): the device follows the host, so a busy
+  host slows it, and both rules should see it;
+- ``matmul``: one bf16 product of 8192^3 a repeat: nothing to see.
+
+On a GPU (one call, about a minute; the GPU's settings are only read):
+
+    python benchmarks/starved_followed.py --out starved.json
+
+Prints, per workload and condition: the median repeat, how much slower loaded is than quiet, the share of repeats
+held (start reached before the launch ended) and followed, and each rule's share of the median repeat (the agent flags
+at 0.05 with its process waiting 0.10 for a CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+#: The agent's flag: a median repeat that may owe this share to waiting on its host (agent/timing/starvation.py).
+FLAGGED_AT = 0.05
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One timed repeat: its device time, the launching thread's time off a CPU during the launch, whether the
+    device had reached its start event when the launch ended, and (only where it had and the thread was off a CPU)
+    whether its end event completed within the follow window after the launch."""
+
+    seconds: float
+    off_cpu_s: float
+    reached: bool
+    followed: bool | None
+
+
+def share(repeats: Sequence[Repeat], *, followed_only: bool) -> float:
+    """1 - median(repeat - waited) / median(repeat), as ``agent.timing.loop.Idle.launch_share`` reads it; the waited
+    time of a repeat is its thread's time off a CPU where the device reached its start first (and, for the candidate,
+    followed it to its end), at most the repeat."""
+
+    def waited(r: Repeat) -> float:
+        held = r.off_cpu_s > 0 and r.reached and (r.followed is True or not followed_only)
+        return min(r.off_cpu_s, r.seconds) if held else 0.0
+
+    timed = statistics.median(r.seconds for r in repeats)
+    unheld = statistics.median(r.seconds - waited(r) for r in repeats)
+    return min(max(1 - unheld / timed, 0.0), 1.0) if timed > 0 else 0.0
+
+
+def summary(repeats: Sequence[Repeat]) -> dict[str, float]:
+    """What the table prints of one workload in one condition."""
+    held = [r for r in repeats if r.off_cpu_s > 0 and r.reached]
+    return {
+        "median_ms": statistics.median(r.seconds for r in repeats) * 1e3,
+        "held": len(held) / len(repeats),
+        "followed": sum(r.followed is True for r in held) / len(repeats),
+        "rule_now": share(repeats, followed_only=False),
+        "candidate": share(repeats, followed_only=True),
+    }
+
+
+def timed(torch: Any, body: Callable[[], object], repeats: int, batch: int, follow_s: float) -> list[Repeat]:
+    """``repeats`` of ``body``, ``batch`` enqueued back to back between synchronisations, each between its events."""
+    out: list[Repeat] = []
+    while len(out) < repeats:
+        events, probes = [], []
+        for _ in range(batch):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            wall, cpu = time.perf_counter(), time.thread_time()
+            body()
+            end.record()
+            off = (time.perf_counter() - wall) - (time.thread_time() - cpu)
+            reached = bool(start.query())
+            followed = None
+            if off > 0 and reached:
+                deadline = time.perf_counter() + follow_s
+                while not (done := bool(end.query())) and time.perf_counter() < deadline:
+                    pass
+                followed = done
+            events.append((start, end))
+            probes.append((off, reached, followed))
+        events[-1][1].synchronize()
+        out += [Repeat(s.elapsed_time(e) / 1e3, *p) for (s, e), p in zip(events, probes, strict=True)]
+    return out[:repeats]
+
+
+def workloads(torch: Any) -> dict[str, tuple[Callable[[], object], int, int]]:
+    """Each workload: its repeat, how many repeats, how many between synchronisations."""
+    big = torch.ones(16 * 2**20, device="cuda")  # 64 MiB of fp32
+    small = torch.ones(1024, device="cuda")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def queue_full() -> None:
+        for _ in range(3000):
+            big.mul_(1.0)
+
+    def host_paced() -> None:
+        for _ in range(2000):
+            small.mul_(1.0)
+
+    return {"queue_full": (queue_full, 24, 4), "host_paced": (host_paced, 60, 10), "matmul": (lambda: a @ a, 60, 10)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hogs", type=int, default=24, help="busy CPU processes beside the loaded timings")
+    parser.add_argument("--follow-ms", type=float, default=1.0, help="how soon after its last launch a repeat's "
+                        "end must complete for the device to have followed the host")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="every repeat, as JSON")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: this measures a GPU's repeats", file=sys.stderr)
+        return 2
+    found: dict[str, dict[str, list[Repeat]]] = {}
+    work = workloads(torch)
+    for condition in ("quiet", "loaded"):
+        hogs = []
+        if condition == "loaded":
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+            time.sleep(1)
+        try:
+            for name, (body, repeats, batch) in work.items():
+                timed(torch, body, 3, 1, args.follow_ms / 1e3)  # warm up
+                found.setdefault(name, {})[condition] = timed(torch, body, repeats, batch, args.follow_ms / 1e3)
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+    print(f"{torch.cuda.get_device_name()}, {args.hogs} busy processes, follow window {args.follow_ms} ms")
+    print(f"{'workload':12} {'condition':9} {'median ms':>10} {'vs quiet':>9} {'held':>6} {'followed':>9} "
+          f"{'rule now':>9} {'candidate':>10}")  # fmt: skip
+    for name, by in found.items():
+        quiet = summary(by["quiet"])["median_ms"]
+        for condition, rows in by.items():
+            s = summary(rows)
+            flags = [f"{s[k]:.3f}{'*' if s[k] >= FLAGGED_AT else ' '}" for k in ("rule_now", "candidate")]
+            print(f"{name:12} {condition:9} {s['median_ms']:10.3f} {s['median_ms'] / quiet - 1:+9.1%} "
+                  f"{s['held']:6.0%} {s['followed']:9.0%} {flags[0]:>9} {flags[1]:>10}")  # fmt: skip
+    print(f"(* at or above {FLAGGED_AT}: the agent would flag it where its process also waited for a CPU)")
+    if args.out:
+        args.out.write_text(json.dumps({n: {c: [asdict(r) for r in rs] for c, rs in by.items()}
+                                        for n, by in found.items()}))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
