@@ -222,7 +222,7 @@ def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> bo
         cur.execute(ddl(table))
         _add_new_columns(cur, table)
     had_history = count(cur, "(SELECT 1 FROM information_schema.tables WHERE table_name = 'health_history')") > 0
-    kept = _columns(cur, "device_runs")  # none: a new file's, made below
+    device_runs = _columns(cur, "device_runs")  # none: a new file's, made below
     rewrote = not had_history
     for sql in _ddl():
         cur.execute(sql)
@@ -238,9 +238,9 @@ def _layout(cur: duckdb.DuckDBPyConnection, archive_views: dict[str, str]) -> bo
         cur, "(SELECT 1 FROM information_schema.columns WHERE table_name = 'run_summaries' AND column_name = 'starved')"
     ):  # summarised before results could be starved: NULL, none was
         cur.execute("ALTER TABLE run_summaries ADD COLUMN starved INTEGER")
-    if kept and not kept >= set(aggregates.DEVICE_RUNS_ADDED):
+    if device_runs and not device_runs >= set(aggregates.DEVICE_RUNS_ADDED):
         # kept before the GPU page read its counters from it, or before result_facts read each run's fields from it
-        for sql in aggregates.device_runs_backfill(kept):
+        for sql in aggregates.device_runs_backfill(device_runs):
             cur.execute(sql)
         rewrote = True
     for name, sql in VIEWS.items():
