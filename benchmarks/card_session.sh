@@ -9,8 +9,8 @@
 #   shares  health first checks: HEALTHY against fresh collectors, LONE without one, then a competing process taking
 #           each of SHARES of the GPU's time during one first check with a collector and one without
 #   small   one more GPU for the bundled baseline: HEALTHY health first checks and one standard run
-#   starved the starved rule against its candidate (benchmarks/starved_followed.py: three workloads quiet and beside
-#           HOGS busy processes)
+#   starved the starved rule's readings (benchmarks/starved_followed.py: four workloads quiet and beside HOGS busy
+#           processes)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
 # did; the log is $OUT/log.txt. The GPU's settings are only read (nvidia-smi --query), never changed.
 . "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
@@ -26,7 +26,8 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
   python3 -c 'import torch, transformers, triton, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, triton.__version__)' | tee -a "$OUT/card.txt"
   if [[ $STAGES == *" tests "* ]]; then
     log "gpu tests"
-    timeout "${TESTS_S:-300}" python3 -m pytest -m gpu ${TESTS:-tests/gpu} -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 12
+    # SIGINT at the limit: pytest then prints what failed so far (a plain kill loses the report).
+    timeout -s INT -k 30 "${TESTS_S:-300}" python3 -m pytest -m gpu ${TESTS:-tests/gpu} -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 12
     pack
     [ -n "${HARNESS-1}" ] && log "matmul harness" && timeout 150 python3 benchmarks/matmul_harness.py --out "$OUT/matmul.json" --idle 0.2 \
       --series bf16:2048,fp16:2048,bf16:8192 --series-s 1.5 --idle-series 0.8 | tail -n 24
@@ -57,7 +58,7 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
     pack
   fi
   if [[ $STAGES == *" starved "* ]]; then
-    log "starved rule against its candidate"
+    log "the starved rule's readings"
     timeout 240 python3 benchmarks/starved_followed.py --hogs "${HOGS:-24}" --out "$OUT/starved.json" 2>&1 \
       | tee "$OUT/starved-log.txt"
     pack

@@ -1,26 +1,33 @@
-"""Does the starved rule's next candidate tell a device that ran dry from one whose launch queue kept it busy?
+"""The starved rule's three readings of the same repeats: does each tell a device that ran dry from one whose launch
+queue kept it busy?
 
-The agent's rule (docs/methodology.md, "A busy host") counts, for each repeat the device reached before the host had
-launched all of it, the launching thread's time off a CPU as time the device may have waited. Beside busy processes it
-flags cells that did not move: training steps and long prefills, thousands of kernels a repeat, whose launch queue
-holds less than one repeat, so the device reaches each repeat's start while the host is still launching it, and the
-host, blocked on a full queue, is preempted like any thread while the queue keeps the device busy. The candidate
-counts that time only where the device followed the host to the end: the repeat's end event completes within
-``--follow-ms`` of its last launch (a queue's worth of work left says it did not run dry).
+The first rule (docs/methodology.md, "A busy host") counted, for each repeat the device reached before the host had
+launched all of it (``held``), the launching thread's time off a CPU as time the device may have waited. Beside busy
+processes it flagged cells that did not move: training steps and long prefills, thousands of kernels a repeat, whose
+launch queue holds less than one repeat, so the device reaches each repeat's start while the host is still launching
+it, and the host, blocked on a full queue, is preempted like any thread while the queue keeps the device busy. The
+second (``followed``) counted that time only where the device followed the host to the end: the repeat's end event
+completes within ``--follow-ms`` of its last launch. It missed a host away long enough for the queue to drain midway
+(the T5 decoder at batch 128, 35 % slow on the H100, 2026-12-06). The agent's rule now (``agent``,
+``agent.timing.loop.Idle``) counts the time in full where the device followed, and elsewhere at most what the repeat
+took beyond the window's fastest.
 
-Three workloads built here, each timed quiet and beside ``--hogs`` busy CPU processes, as the agent times a repeat
+Four workloads built here, each timed quiet and beside ``--hogs`` busy CPU processes, as the agent times a repeat
 (events around it, the launching thread's wall and CPU time, then whether the start event was reached, then, where
 that thread was off a CPU, how soon the end event completes):
 
 - ``queue_full``: 3,000 elementwise kernels on 64 MiB a repeat (about 40 us each on an H100, longer than their launch):
-  the queue fills, the host blocks; a busy host should not move it, and neither rule should flag it;
+  the queue fills, the host blocks; a busy host should not move it, and no rule should flag it;
 - ``host_paced``: 2,000 kernels on 1,024 elements (shorter than their launch): the device follows the host, so a busy
-  host slows it, and both rules should see it;
+  host slows it, and every rule should see it;
+- ``drained``: 1,000 such small kernels, then 100 on 64 MiB (about 4 ms queued when the launch ends): where the host
+  is away during the small ones the device runs dry midway, and its end still comes long after the last launch;
 - ``matmul``: one bf16 product of 8192^3 a repeat: nothing to see.
 
-On a GPU (one call, about a minute; the GPU's settings are only read):
+On a GPU (one call, about a minute; the GPU's settings are only read), or again from the repeats a call kept:
 
     python benchmarks/starved_followed.py --out starved.json
+    python benchmarks/starved_followed.py --again docs/results/h100/call15-tests-busy-starved/starved.json
 
 Prints, per workload and condition: the median repeat, how much slower loaded is than quiet, the share of repeats
 held (start reached before the launch ended) and followed, and each rule's share of the median repeat (the agent flags
@@ -40,6 +47,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.timing.loop import Idle
+
 #: The agent's flag: a median repeat that may owe this share to waiting on its host (agent/timing/starvation.py).
 FLAGGED_AT = 0.05
 
@@ -57,9 +68,9 @@ class Repeat:
 
 
 def share(repeats: Sequence[Repeat], *, followed_only: bool) -> float:
-    """1 - median(repeat - waited) / median(repeat), as ``agent.timing.loop.Idle.launch_share`` reads it; the waited
-    time of a repeat is its thread's time off a CPU where the device reached its start first (and, for the candidate,
-    followed it to its end), at most the repeat."""
+    """1 - median(repeat - waited) / median(repeat), as the earlier rules read it; the waited time of a repeat is its
+    thread's time off a CPU where the device reached its start first (and, for the second rule, followed it to its
+    end), at most the repeat."""
 
     def waited(r: Repeat) -> float:
         held = r.off_cpu_s > 0 and r.reached and (r.followed is True or not followed_only)
@@ -70,15 +81,25 @@ def share(repeats: Sequence[Repeat], *, followed_only: bool) -> float:
     return min(max(1 - unheld / timed, 0.0), 1.0) if timed > 0 else 0.0
 
 
+def agent_share(repeats: Sequence[Repeat]) -> float:
+    """The agent's reading of the same repeats (``agent.timing.loop.Idle.launch_share``)."""
+    idle = Idle(flush_s=0.0)
+    held = [r.off_cpu_s > 0 and r.reached for r in repeats]
+    idle.add(0.0, [r.seconds for r in repeats], flushes=0, waited_s=[r.off_cpu_s if h else 0.0 for r, h in
+             zip(repeats, held, strict=True)], followed=[r.followed is True for r in repeats])  # fmt: skip
+    return idle.launch_share() or 0.0
+
+
 def summary(repeats: Sequence[Repeat]) -> dict[str, float]:
     """What the table prints of one workload in one condition."""
     held = [r for r in repeats if r.off_cpu_s > 0 and r.reached]
     return {
         "median_ms": statistics.median(r.seconds for r in repeats) * 1e3,
-        "held": len(held) / len(repeats),
+        "held_share": len(held) / len(repeats),
         "followed": sum(r.followed is True for r in held) / len(repeats),
-        "rule_now": share(repeats, followed_only=False),
-        "candidate": share(repeats, followed_only=True),
+        "held": share(repeats, followed_only=False),
+        "followed_rule": share(repeats, followed_only=True),
+        "agent": agent_share(repeats),
     }
 
 
@@ -122,7 +143,28 @@ def workloads(torch: Any) -> dict[str, tuple[Callable[[], object], int, int]]:
         for _ in range(2000):
             small.mul_(1.0)
 
-    return {"queue_full": (queue_full, 24, 4), "host_paced": (host_paced, 60, 10), "matmul": (lambda: a @ a, 60, 10)}
+    def drained() -> None:
+        for _ in range(1000):
+            small.mul_(1.0)
+        for _ in range(100):
+            big.mul_(1.0)
+
+    return {"queue_full": (queue_full, 24, 4), "host_paced": (host_paced, 60, 10), "drained": (drained, 60, 10),
+            "matmul": (lambda: a @ a, 60, 10)}  # fmt: skip
+
+
+def table(found: dict[str, dict[str, list[Repeat]]]) -> None:
+    """Each workload's row per condition, and each rule's share (``*`` where the agent would flag it)."""
+    print(f"{'workload':12} {'condition':9} {'median ms':>10} {'vs quiet':>9} {'held':>6} {'followed':>9} "
+          f"{'rule held':>10} {'rule followed':>14} {'agent':>7}")  # fmt: skip
+    for name, by in found.items():
+        quiet = summary(by["quiet"])["median_ms"]
+        for condition, rows in by.items():
+            s = summary(rows)
+            flags = [f"{s[k]:.3f}{'*' if s[k] >= FLAGGED_AT else ' '}" for k in ("held", "followed_rule", "agent")]
+            shares = f"{s['held_share']:6.0%} {s['followed']:9.0%} {flags[0]:>10} {flags[1]:>14} {flags[2]:>7}"
+            print(f"{name:12} {condition:9} {s['median_ms']:10.3f} {s['median_ms'] / quiet - 1:+9.1%} {shares}")
+    print(f"(* at or above {FLAGGED_AT}: the agent would flag it where its process also waited for a CPU)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--follow-ms", type=float, default=1.0, help="how soon after its last launch a repeat's "
                         "end must complete for the device to have followed the host")  # fmt: skip
     parser.add_argument("--out", type=Path, help="every repeat, as JSON")
+    parser.add_argument("--again", type=Path, help="read the repeats a call kept (its --out) instead of measuring")
     args = parser.parse_args(argv)
+    if args.again:
+        kept = json.loads(args.again.read_text())
+        table({n: {c: [Repeat(**r) for r in rs] for c, rs in by.items()} for n, by in kept.items()})
+        return 0
     import torch
 
     if not torch.cuda.is_available():
@@ -153,16 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 hog.kill()
                 hog.wait()
     print(f"{torch.cuda.get_device_name()}, {args.hogs} busy processes, follow window {args.follow_ms} ms")
-    print(f"{'workload':12} {'condition':9} {'median ms':>10} {'vs quiet':>9} {'held':>6} {'followed':>9} "
-          f"{'rule now':>9} {'candidate':>10}")  # fmt: skip
-    for name, by in found.items():
-        quiet = summary(by["quiet"])["median_ms"]
-        for condition, rows in by.items():
-            s = summary(rows)
-            flags = [f"{s[k]:.3f}{'*' if s[k] >= FLAGGED_AT else ' '}" for k in ("rule_now", "candidate")]
-            print(f"{name:12} {condition:9} {s['median_ms']:10.3f} {s['median_ms'] / quiet - 1:+9.1%} "
-                  f"{s['held']:6.0%} {s['followed']:9.0%} {flags[0]:>9} {flags[1]:>10}")  # fmt: skip
-    print(f"(* at or above {FLAGGED_AT}: the agent would flag it where its process also waited for a CPU)")
+    table(found)
     if args.out:
         args.out.write_text(json.dumps({n: {c: [asdict(r) for r in rs] for c, rs in by.items()}
                                         for n, by in found.items()}))  # fmt: skip

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..machine.energy import EnergyMeter
 from .loop import Idle, repeat
 from .policy import BurstPolicy, TimingPolicy
-from .starvation import HostWindow
+from .starvation import FOLLOWED_WITHIN_S, HostWindow
 from .stats import Method, Phases, Timed, summarize
 
 if TYPE_CHECKING:
@@ -200,9 +200,11 @@ class CudaTimer:
         the last and reads their times (one synchronisation per batch), adding the batch's span to ``idle``."""
         torch = self._torch
         events = []
-        # Per repeat, where the device reached the repeat's start before the host had launched all of it (so it
-        # followed the host): the launching thread's time off a CPU meanwhile, which the device may have waited.
+        # Per repeat, where the device reached the repeat's start before the host had launched all of it: the
+        # launching thread's time off a CPU meanwhile, which the device may have waited, and whether the device
+        # followed the host to the repeat's end (``Idle`` says how much of it counts).
         waited: list[float] = []
+        followed: list[bool] = []
         for _ in range(count):
             if flush:
                 self.flush()
@@ -212,7 +214,9 @@ class CudaTimer:
             body()
             end.record()
             off = (time.perf_counter() - wall) - (time.thread_time() - cpu)
-            waited.append(off if idle is not None and off > 0 and start.query() else 0.0)
+            held = idle is not None and off > 0 and start.query()
+            waited.append(off if held else 0.0)
+            followed.append(held and _followed(end))
             events.append((start, end))
 
         def read() -> list[float]:
@@ -220,7 +224,7 @@ class CudaTimer:
             times = [s.elapsed_time(e) / 1e3 for s, e in events]
             if idle is not None:
                 span = events[0][0].elapsed_time(events[-1][1]) / 1e3
-                idle.add(span, times, flushes=len(events) - 1 if flush else 0, waited_s=waited)
+                idle.add(span, times, flushes=len(events) - 1 if flush else 0, waited_s=waited, followed=followed)
             return times
 
         return read
@@ -242,6 +246,17 @@ class CudaTimer:
             fastest, method="cuda_event", warmup=1, calls_per_repeat=1, total_s=time.perf_counter() - begin
         )
         return Timed(stats=stats, launch_bound=False)
+
+
+def _followed(end: torch.cuda.Event) -> bool:
+    """Whether ``end`` completes within ``FOLLOWED_WITHIN_S`` (a repeat whose device followed its host to the last
+    launch ends right after it; the wait is cut short as soon as it does, and costs no device time where it does
+    not, the device having that much work queued)."""
+    deadline = time.perf_counter() + FOLLOWED_WITHIN_S
+    while not end.query():
+        if time.perf_counter() >= deadline:
+            return False
+    return True
 
 
 class CudaEventClock:

@@ -45,22 +45,29 @@ class Idle:
     from its first start event to its last end event, less its repeats and the flushes between them (``flush_s``
     each, the fastest seen); enqueued back to back, a batch leaves the device idle there only where the host fell
     behind, which an event pair around each repeat does not time. Within them (``waited``): of each repeat the device
-    reached before the host had launched all of its work, so that it followed the host's launching, the time the
-    launching thread spent off a CPU meanwhile (at most the repeat's own time), which the device may have waited and
-    its events timed. A host held up by a full launch queue is ahead of the device and on its CPU; a quiet host that
-    only launches slowly is on its CPU too (``launch_bound``, not starved). A busy host holds up some repeats, not
-    all: what matters is whether the median repeat, which the figure is, was held up (``launch_share``).
-    agent/timing/starvation.py reads both."""
+    reached before the host had launched all of its work, the time the launching thread spent off a CPU meanwhile,
+    which the device may have waited and its events timed. All of it where the device followed the host to the
+    repeat's end (``followed``: the end came right after the last launch); elsewhere the device had work queued when
+    the launch ended, and it waited at most what the repeat took beyond the window's fastest repeat: a launch blocked
+    on a full queue is preempted like any thread while the device keeps busy (training steps beside busy processes,
+    no slower, read the whole repeat as waited), and a host away long enough for the queue to drain slows the repeat.
+    A quiet host that only launches slowly is on its CPU (``launch_bound``, not starved). A busy host holds up some
+    repeats, not all: what matters is whether the median repeat, which the figure is, was held up
+    (``launch_share``). agent/timing/starvation.py reads both."""
 
     flush_s: float
     span_s: float = 0.0  # batches of several repeats
     busy_s: float = 0.0
     repeats_s: list[float] = field(default_factory=list)
     waited_s: list[float] = field(default_factory=list)
+    followed: list[bool] = field(default_factory=list)
 
-    def add(self, span_s: float, repeats_s: list[float], flushes: int, waited_s: list[float]) -> None:
+    def add(
+        self, span_s: float, repeats_s: list[float], flushes: int, waited_s: list[float], followed: list[bool]
+    ) -> None:
         self.repeats_s += repeats_s
         self.waited_s += [min(w, t) for w, t in zip(waited_s, repeats_s, strict=True)]
+        self.followed += followed
         if len(repeats_s) > 1:
             self.span_s += span_s
             self.busy_s += min(sum(repeats_s) + flushes * self.flush_s, span_s)
@@ -73,8 +80,11 @@ class Idle:
         1 - median(repeat - waited) / median(repeat), an upper bound (0: no repeat's median was held up)."""
         if not self.repeats_s:
             return None
+        fastest = min(self.repeats_s)
+        waited = [w if f else min(w, t - fastest)
+                  for t, w, f in zip(self.repeats_s, self.waited_s, self.followed, strict=True)]  # fmt: skip
         timed = statistics.median(self.repeats_s)
-        unheld = statistics.median(t - w for t, w in zip(self.repeats_s, self.waited_s, strict=True))
+        unheld = statistics.median(t - w for t, w in zip(self.repeats_s, waited, strict=True))
         return min(max(1 - unheld / timed, 0.0), 1.0) if timed > 0 else None
 
 

@@ -43,6 +43,10 @@ LEAST_OBSERVED_S = 0.01
 #: but flags nothing.
 GPU_HOST_WAIT_STARVED = 0.10
 LAUNCH_SHARE_STARVED = 0.05
+#: The device followed its host to a repeat's end where the end event completes within this long of the repeat's
+#: last launch; a repeat still running later had work queued when the launch ended (``loop.Idle`` counts the
+#: launching thread's time off a CPU in full only where it followed: docs/methodology.md, "A busy host").
+FOLLOWED_WITHIN_S = 0.001
 #: Windows re-measured after a starved one, at most; after ``GIVE_UP_AFTER`` starved cases in a row a process stops
 #: re-measuring (the host is busy for good: measuring again would make the run take many times its usual time).
 REMEASURES = 2

@@ -82,13 +82,36 @@ def test_wait_share_is_the_waited_part_of_the_time_ready_and_unknown_below_a_tic
 
 def test_the_device_idle_is_the_span_between_repeats_and_the_wait_what_it_took_of_the_median_repeat() -> None:
     idle = Idle(flush_s=1e-4)
-    idle.add(span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3, waited_s=[0.0, 0.0, 0.0, 5e-3])  # 8.3 ms busy of 10 ms
-    assert idle.share() == pytest.approx(0.17)
+    idle.add(
+        span_s=1.0e-2, repeats_s=[2e-3] * 4, flushes=3, waited_s=[0.0, 0.0, 0.0, 5e-3], followed=[False] * 3 + [True]
+    )
+    assert idle.share() == pytest.approx(0.17)  # 8.3 ms busy of 10 ms
     assert idle.launch_share() == 0.0  # one repeat of four held up (all of it): the median repeat was not
     held = Idle(flush_s=1e-4)
-    held.add(span_s=1.0e-2, repeats_s=[3e-3] * 3, flushes=0, waited_s=[1e-3, 1e-3, 0.0])  # two of three held up
+    held.add(span_s=1.0e-2, repeats_s=[3e-3] * 3, flushes=0, waited_s=[1e-3, 1e-3, 0.0], followed=[True, True, False])
     assert held.launch_share() == pytest.approx(1 - 2e-3 / 3e-3)  # the median repeat: 3 ms, 2 ms of it its own
     assert Idle(flush_s=0.0).share() is None and Idle(flush_s=0.0).launch_share() is None
+
+
+def test_a_host_away_while_the_device_had_work_queued_counts_only_what_the_repeat_lost() -> None:
+    # A launch blocked on a full queue, preempted for most of each repeat, the device busy throughout: every repeat
+    # takes its time (the H100's training steps beside 24 busy processes, no slower, had read 0.59 held up).
+    full = Idle(flush_s=0.0)
+    full.add(
+        span_s=0.1, repeats_s=[20e-3, 20.1e-3, 20.2e-3, 20e-3], flushes=0, waited_s=[15e-3] * 4, followed=[False] * 4
+    )
+    assert full.launch_share() == pytest.approx(1 - 20e-3 / 20.05e-3)  # what the median lost past the fastest
+    # A host away long enough for the queue to drain midway: the repeats it held up are as much slower.
+    drained = Idle(flush_s=0.0)
+    away = [0.0] + [6e-3] * 3 + [0.0]
+    drained.add(
+        span_s=0.1, repeats_s=[10e-3, 14e-3, 14e-3, 14e-3, 10e-3], flushes=0, waited_s=away, followed=[False] * 5
+    )
+    assert drained.launch_share() == pytest.approx(1 - 10e-3 / 14e-3)
+    # Every repeat paced by the host: the fastest is as slow, and the device followed each to its end.
+    paced = Idle(flush_s=0.0)
+    paced.add(span_s=0.1, repeats_s=[24e-3] * 3, flushes=0, waited_s=[12e-3] * 3, followed=[True] * 3)
+    assert paced.launch_share() == pytest.approx(0.5)
 
 
 def test_starved_windows_are_measured_again_until_a_run_of_them_says_the_host_is_busy_for_good() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from agent.models import llama
 from benchmarks.gemv_sweep import projections
-from benchmarks.starved_followed import Repeat, share
+from benchmarks.starved_followed import Repeat, agent_share, share
 from tests.conftest import ROOT
 
 
@@ -46,3 +46,7 @@ def test_the_candidate_counts_a_hosts_time_away_only_where_the_device_followed_i
     assert share(ahead, followed_only=False) == share(ahead, followed_only=True) == 0
     # the median repeat: two held repeats of five do not move it
     assert share(host_paced[:2] + [Repeat(0.010, 0.0, False, None)] * 3, followed_only=False) == 0
+    # The agent's rule: in full where followed; elsewhere what the repeat took past the fastest (a drained queue).
+    assert agent_share(queue_full) == 0 and agent_share(host_paced) == pytest.approx(0.4)
+    drained = [Repeat(0.006, 0.0, True, None)] * 2 + [Repeat(0.010, 0.005, True, False)] * 3
+    assert agent_share(drained) == pytest.approx(0.4)  # the median repeat lost 4 ms of its 5 ms away

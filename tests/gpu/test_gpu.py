@@ -172,7 +172,9 @@ def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) ->
 
 def test_a_gpu_cell_reads_the_boards_mean_power_from_its_energy_counter() -> None:
     # Half a second of bf16 products holds several of the counter's 100 ms updates: the power they say is a loaded
-    # board's (above idle, at most its power limit and a little: the limit is a 1 s average).
+    # board's (above idle, at most its power limit and a part: the limit is a 1 s average; power-capped products read
+    # 680-812 W on a 700 W H200, docs/methodology.md, and up to 818 W on a 700 W H100, whose 0.4 s here read 770 W,
+    # docs/results/h100.md).
     import torch
 
     target = _target()
@@ -185,5 +187,5 @@ def test_a_gpu_cell_reads_the_boards_mean_power_from_its_energy_counter() -> Non
         limit = nvml.facts(handle).power_limit_w
     assert stats.power_w is not None and stats.energy_j is not None and stats.energy_span_s is not None
     assert stats.energy_span_s >= 0.3
-    assert 150.0 < stats.power_w <= (limit or 2000.0) * 1.1
+    assert 150.0 < stats.power_w <= (limit or 2000.0) * 1.25
     assert stats.energy_j == pytest.approx(stats.power_w * stats.energy_span_s)
