@@ -9,7 +9,7 @@
 #   shares  health first checks: HEALTHY against fresh collectors, LONE without one, then a competing process taking
 #           each of SHARES of the GPU's time during one first check with a collector and one without
 #   small   one more GPU for the bundled baseline: HEALTHY health first checks and one standard run
-#   starved the starved rule's readings (benchmarks/starved_followed.py: four workloads quiet and beside HOGS busy
+#   starved the starved rule's readings (benchmarks/starved_followed.py: five workloads quiet and beside HOGS busy
 #           processes)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
 # did; the log is $OUT/log.txt. The GPU's settings are only read (nvidia-smi --query), never changed.

@@ -12,7 +12,7 @@ completes within ``--follow-ms`` of its last launch. It missed a host away long 
 ``agent.timing.loop.Idle``) counts the time in full where the device followed, and elsewhere at most what the repeat
 took beyond the window's fastest.
 
-Four workloads built here, each timed quiet and beside ``--hogs`` busy CPU processes, as the agent times a repeat
+Five workloads built here, each timed quiet and beside ``--hogs`` busy CPU processes, as the agent times a repeat
 (events around it, the launching thread's wall and CPU time, then whether the start event was reached, then, where
 that thread was off a CPU, how soon the end event completes):
 
@@ -22,6 +22,9 @@ that thread was off a CPU, how soon the end event completes):
   host slows it, and every rule should see it;
 - ``drained``: 1,000 such small kernels, then 100 on 64 MiB (about 4 ms queued when the launch ends): where the host
   is away during the small ones the device runs dry midway, and its end still comes long after the last launch;
+- ``graph``: ``drained`` captured as one CUDA graph and replayed, as the agent times layers: whether a busy host
+  slows a replay of 1,100 kernels whose launch returns at once (the T5 decoder's replay at batch 128 read 35 % slow
+  beside busy processes on an H100, with the host's time away during its launch);
 - ``matmul``: one bf16 product of 8192^3 a repeat: nothing to see.
 
 On a GPU (one call, about a minute; the GPU's settings are only read), or again from the repeats a call kept:
@@ -149,8 +152,17 @@ def workloads(torch: Any) -> dict[str, tuple[Callable[[], object], int, int]]:
         for _ in range(100):
             big.mul_(1.0)
 
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        drained()  # warm up off the default stream, as a capture asks
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        drained()
+
     return {"queue_full": (queue_full, 24, 4), "host_paced": (host_paced, 60, 10), "drained": (drained, 60, 10),
-            "matmul": (lambda: a @ a, 60, 10)}  # fmt: skip
+            "graph": (graph.replay, 60, 10), "matmul": (lambda: a @ a, 60, 10)}  # fmt: skip
 
 
 def table(found: dict[str, dict[str, list[Repeat]]]) -> None:
