@@ -52,6 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent.timing.cuda import launched
 from agent.timing.loop import Idle
 
 #: The agent's flag: a median repeat that may owe this share to waiting on its host (agent/timing/starvation.py).
@@ -61,8 +62,9 @@ FLAGGED_AT = 0.05
 @dataclass(frozen=True)
 class Repeat:
     """One timed repeat: its device time, the launching thread's time off a CPU during the launch, whether the
-    device had reached its start event when the launch ended, and (only where it had and the thread was off a CPU)
-    whether its end event completed within the follow window after the launch."""
+    device had reached its start event when the launch ended (asked only where that thread was off a CPU: calls 12
+    and 15 asked always), and (only where it had and the thread was off a CPU) whether its end event completed
+    within the follow window after the launch."""
 
     seconds: float
     off_cpu_s: float
@@ -107,28 +109,18 @@ def summary(repeats: Sequence[Repeat]) -> dict[str, float]:
 
 
 def timed(torch: Any, body: Callable[[], object], repeats: int, batch: int, follow_s: float) -> list[Repeat]:
-    """``repeats`` of ``body``, ``batch`` enqueued back to back between synchronisations, each between its events."""
+    """``repeats`` of ``body``, ``batch`` enqueued back to back between synchronisations, each between its events and
+    probed as the agent probes a repeat (``agent.timing.cuda.launched``)."""
     out: list[Repeat] = []
     while len(out) < repeats:
-        events, probes = [], []
+        events, launches = [], []
         for _ in range(batch):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            wall, cpu = time.perf_counter(), time.thread_time()
-            body()
-            end.record()
-            off = (time.perf_counter() - wall) - (time.thread_time() - cpu)
-            reached = bool(start.query())
-            followed = None
-            if off > 0 and reached:
-                deadline = time.perf_counter() + follow_s
-                while not (done := bool(end.query())) and time.perf_counter() < deadline:
-                    pass
-                followed = done
+            launches.append(launched(body, start, end, follow_s=follow_s))
             events.append((start, end))
-            probes.append((off, reached, followed))
         events[-1][1].synchronize()
-        out += [Repeat(s.elapsed_time(e) / 1e3, *p) for (s, e), p in zip(events, probes, strict=True)]
+        out += [Repeat(s.elapsed_time(e) / 1e3, n.off_cpu_s, n.held, n.followed if n.held else None)
+                for (s, e), n in zip(events, launches, strict=True)]  # fmt: skip
     return out[:repeats]
 
 

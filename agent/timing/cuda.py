@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..machine.energy import EnergyMeter
@@ -209,14 +210,9 @@ class CudaTimer:
             if flush:
                 self.flush()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            wall, cpu = time.perf_counter(), time.thread_time()
-            body()
-            end.record()
-            off = (time.perf_counter() - wall) - (time.thread_time() - cpu)
-            held = idle is not None and off > 0 and start.query()
-            waited.append(off if held else 0.0)
-            followed.append(held and _followed(end))
+            launch = launched(body, start, end, probe=idle is not None)
+            waited.append(launch.off_cpu_s if launch.held else 0.0)
+            followed.append(launch.followed)
             events.append((start, end))
 
         def read() -> list[float]:
@@ -248,15 +244,41 @@ class CudaTimer:
         return Timed(stats=stats, launch_bound=False)
 
 
-def _followed(end: torch.cuda.Event) -> bool:
-    """Whether ``end`` completes within ``FOLLOWED_WITHIN_S`` (a repeat whose device followed its host to the last
-    launch ends right after it; the wait is cut short as soon as it does, and costs no device time where it does
-    not, the device having that much work queued)."""
-    deadline = time.perf_counter() + FOLLOWED_WITHIN_S
+@dataclass(frozen=True)
+class Launch:
+    """What the host saw of one repeat's launch: its launching thread's time off a CPU meanwhile, whether the device
+    had reached the repeat's start event by the launch's end with that thread away (``held``: the device may have
+    waited on it), and, where held, whether the end event completed within ``follow_s`` of the last launch
+    (``followed``: the device followed the host to the end; ``loop.Idle`` says how much of the time away counts)."""
+
+    off_cpu_s: float
+    held: bool
+    followed: bool
+
+
+def launched(
+    body: Callable[[], object],
+    start: torch.cuda.Event,
+    end: torch.cuda.Event,
+    probe: bool = True,
+    follow_s: float = FOLLOWED_WITHIN_S,
+) -> Launch:
+    """``body`` launched between ``start`` and ``end``, probed (``probe``) as the busy-host rule reads a repeat.
+    The follow wait is cut short as soon as the end completes and costs no device time where it does not, the
+    device having that much work queued."""
+    start.record()
+    wall, cpu = time.perf_counter(), time.thread_time()
+    body()
+    end.record()
+    off = (time.perf_counter() - wall) - (time.thread_time() - cpu)
+    held = probe and off > 0 and bool(start.query())
+    if not held:
+        return Launch(off, False, False)
+    deadline = time.perf_counter() + follow_s
     while not end.query():
         if time.perf_counter() >= deadline:
-            return False
-    return True
+            return Launch(off, True, False)
+    return Launch(off, True, True)
 
 
 class CudaEventClock:
