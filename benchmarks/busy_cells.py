@@ -1,6 +1,8 @@
 """A loaded run against a quiet one, cell by cell: does the `starved` flag follow the figure (docs/methodology.md,
-"A busy host")? Counts the cells 10 % or more off their quiet value and how many of them are flagged, and the
-`starved` flags on cells within 3 % of quiet; lists every cell 3 % off or flagged with its window's host readings.
+"A busy host")? Counts the cells 10 % or more slower than their quiet value and how many of them are flagged
+`starved` (a host away can only slow a cell: one 10 % faster was slow in the quiet run, and is counted apart with
+whether it carries a flag saying why), and the `starved` flags on cells within 3 % of quiet; lists every cell 3 % off
+or flagged with its window's host readings.
 
     python benchmarks/busy_cells.py quiet.json loaded.json
 """
@@ -11,6 +13,10 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+#: The target's two bounds (issue 41): a cell this much slower loaded must be flagged; a flag on a cell within this is
+#: a good figure kept out of every verdict.
+SLOWER, WITHIN = 0.10, 0.03
 
 
 def _key(r: dict[str, Any]) -> tuple[str, int, str]:
@@ -32,10 +38,12 @@ def main() -> int:
     quiet, loaded = (json.loads(Path(path).read_text(encoding="utf-8")) for path in sys.argv[1:3])
     rows = cells(quiet, loaded)
     starved = [(d, r) for d, r in rows if "starved" in r.get("flags", [])]
-    off = [(d, r) for d, r in rows if abs(d) >= 0.10]
-    flagged = sum("starved" in r["flags"] for _, r in off)
-    close = sum(abs(d) <= 0.03 for d, _ in starved)
-    print(f"cells {len(rows)}; >= 10 % off quiet: {len(off)}, flagged starved {flagged}; "
+    slower = [r for d, r in rows if d >= SLOWER]
+    faster = [r for d, r in rows if d <= -SLOWER]
+    flagged = sum("starved" in r["flags"] for r in slower)
+    close = sum(abs(d) <= WITHIN for d, _ in starved)
+    print(f"cells {len(rows)}; >= 10 % slower than quiet: {len(slower)}, flagged starved {flagged}; "
+          f">= 10 % faster: {len(faster)}, with a flag: {sum(bool(r['flags']) for r in faster)}; "
           f"starved flags {len(starved)}, on cells within 3 %: {close}")  # fmt: skip
     for d, r in sorted(rows, key=lambda x: -abs(x[0])):
         if abs(d) >= 0.03 or "starved" in r.get("flags", []):

@@ -11,6 +11,7 @@
 #   small   one more GPU for the bundled baseline: HEALTHY health first checks and one standard run
 #   starved the starved rule's readings (benchmarks/starved_followed.py: five workloads quiet and beside HOGS busy
 #           processes)
+#   numa    pinned h2d from each NUMA node's CPUs (benchmarks/h2d_numa.py)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
 # did; the log is $OUT/log.txt. The GPU's settings are only read (nvidia-smi --query), never changed.
 . "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
@@ -61,6 +62,12 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
     log "the starved rule's readings"
     timeout 240 python3 benchmarks/starved_followed.py --hogs "${HOGS:-24}" --out "$OUT/starved.json" 2>&1 \
       | tee "$OUT/starved-log.txt"
+    pack
+  fi
+  if [[ $STAGES == *" numa "* ]]; then
+    log "h2d by NUMA node"
+    timeout 120 python3 benchmarks/h2d_numa.py --out "$OUT/numa.json" 2>&1 | tee "$OUT/numa-log.txt"
+    lscpu | grep -i numa | tee -a "$OUT/numa-log.txt"
     pack
   fi
   log done

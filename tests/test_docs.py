@@ -122,3 +122,11 @@ def test_the_agent_doc_names_every_setting_and_exit_code() -> None:
     assert [key for key in KEYS if f"`{key}`" not in settings] == []
     table = doc.split("| exit code | `flopfleet-agent run` |")[1].split("\n\n")[0]
     assert [code for code in (0, EXIT_FAILED, EXIT_KEPT, EXIT_REFUSED) if f"\n| {code} |" not in table] == []
+
+
+def test_the_measured_files_are_committed_compact() -> None:
+    # A device call carries the tracked files and the wheels, 64 MiB at most (scripts/compact_results.py says why).
+    from scripts.compact_results import RESULTS, compact, files
+
+    loose = [str(p.relative_to(ROOT)) for p in files([RESULTS]) if compact(t := p.read_text("utf-8")) != t]
+    assert not loose, f"run `python scripts/compact_results.py` before committing: {loose[:5]}"

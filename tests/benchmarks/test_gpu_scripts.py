@@ -1,9 +1,11 @@
 """The GPU-only measuring scripts of issues 23, 24 and 41 (benchmarks/gemv_sweep.py, layer_first_calls.py,
-rest_before_cell.py, starved_followed.py): what can be checked without a GPU, that they start, that the sweep times
-the products a decode step makes, and that the starved rules' shares read the repeats as the agent's rule does."""
+rest_before_cell.py, starved_followed.py, h2d_numa.py): what can be checked without a GPU, that they start, that the
+sweep times the products a decode step makes, that the starved rules' shares read the repeats as the agent's rule
+does, and that busy_cells.py counts a committed busy-host pair as docs/methodology.md tables it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -16,13 +18,29 @@ from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
-    "script", ["gemv_sweep.py", "layer_first_calls.py", "rest_before_cell.py", "starved_followed.py"]
+    "script", ["gemv_sweep.py", "layer_first_calls.py", "rest_before_cell.py", "starved_followed.py", "h2d_numa.py"]
 )
 def test_the_gpu_scripts_start_and_say_what_they_measure(script: str) -> None:
     done = subprocess.run([sys.executable, f"benchmarks/{script}", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--out" in done.stdout
+
+
+def test_the_busy_cells_count_splits_slower_cells_from_faster_ones() -> None:
+    # GPU-c157e4d4 beside 24 busy processes (call 20): four cells 10 % or more slower, each flagged starved (BERT
+    # fwd+bwd b=128 +33.7 %); one 14.5 % faster, slow in the quiet run, with its high_cv flag; no flag within 3 %.
+    folder = ROOT / "docs/results/h100/call20-tests-busy"
+    pair = [str(folder / "quiet.json"), str(folder / "loaded.json")]
+    done = subprocess.run([sys.executable, "benchmarks/busy_cells.py", *pair], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    counts = re.search(r"slower than quiet: (\d+), flagged starved (\d+); >= 10 % faster: (\d+), with a flag: (\d+); "
+                       r"starved flags (\d+), on cells within 3 %: (\d+)", done.stdout)  # fmt: skip
+    assert counts is not None, done.stdout
+    slower, flagged, faster, explained, flags, close = map(int, counts.groups())
+    assert slower >= 1 and flagged == slower and faster == explained and close == 0 and flags >= flagged
+    assert any(line.startswith(" +33.7% layer") and "starved" in line for line in done.stdout.splitlines())
 
 
 def test_the_sweep_times_every_weight_a_decode_step_reads() -> None:

@@ -27,8 +27,9 @@ def test_leaving_each_h100_out_alarms_only_on_the_slow_hosts_pinned_transfers() 
     assert tested >= 16  # 8 GPUs, a health and a standard first run each
     alarms = re.findall(r"^  (\w{8}) (\w+) \S+: \w+ on (.+)$", done.stdout, re.MULTILINE)
     assert len(alarms) == int(found[1])
-    # GPU-369c078e (…d581d407) read pinned h2d at 37-42 GB/s where every other lent machine read 55 (h100.md)
-    assert all(gpu == "d581d407" and on == "h2d" for gpu, _, on in alarms)
+    # The hosts whose pinned h2d read low in the run judged: GPU-369c078e (…d581d407) at 37-42 GB/s in every run,
+    # GPU-7240dead (…f9ac04b5) at 41.6 in its quiet standard run and 55 in its checks; every other lent machine 55.
+    assert alarms and all(gpu in {"d581d407", "f9ac04b5"} and on == "h2d" for gpu, _, on in alarms), alarms
 
 
 def test_a_half_percent_share_of_the_h100_is_caught_by_the_bundle_and_healthy_checks_are_not() -> None:

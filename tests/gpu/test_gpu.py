@@ -162,12 +162,35 @@ def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) ->
     )  # fmt: skip (this process holds a context: "busy")
     body = json.loads(done.stdout)
     (verdict,) = body["verdicts"]
-    assert done.returncode == 0 and body["level"] == "ok", done.stdout + done.stderr
     figures = {f["figure"]: f for f in verdict["figures"]}
+    if body["level"] != "ok" and {n for n, f in figures.items() if f["level"] != "ok"} == {"h2d"}:
+        # The host's side: pinned h2d dipped 15-32 % for minutes on 3 of 16 lent H100 hosts, d2h steady
+        # (docs/results/h100.md, "Pinned h2d dips"). Then the check is right only if the host is slow now.
+        now = _pinned_h2d_gbs()
+        assert now < figures["h2d"]["healthy_down_to"] * 1.03, (now, done.stdout)
+        pytest.skip(f"this host's pinned h2d reads {now:.1f} GB/s now: the check said so ({verdict['reasons']})")
+    assert done.returncode == 0 and body["level"] == "ok", done.stdout + done.stderr
     from schemas.health_figures import HEALTH_FIGURES
 
     assert set(figures) == set(HEALTH_FIGURES)  # fp32 at 4096^3 among them, at full clock
     assert all(f["floor"] and f["value"] > f["floor"] for f in figures.values())
+
+
+def _pinned_h2d_gbs() -> float:
+    """The median GB/s of 20 pinned 256 MiB host-to-device copies, timed by events (as the transfer benchmark's)."""
+    import torch
+
+    host = torch.full((256 << 20,), 7, dtype=torch.uint8, pin_memory=True)
+    dev = torch.empty_like(host, device="cuda")
+    times = []
+    for _ in range(23):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dev.copy_(host, non_blocking=True)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return host.numel() / sorted(times[3:])[10] / 1e9
 
 
 def test_a_gpu_cell_reads_the_boards_mean_power_from_its_energy_counter() -> None:

@@ -57,8 +57,10 @@ def test_standard_cells_are_graph_replays_or_host_free_calls_with_their_phases()
         assert timing is not None
         if result.name == "matmul" and timing.method == "cuda_event":
             # Timed call by call only where the host enqueues a repeat (a 256 MiB flush, two events, the product)
-            # faster than the GPU runs it: then no call waits for the host, and the median is near the fastest.
-            assert timing.median_s <= 1.25 * timing.min_s, timing
+            # faster than the GPU runs it: then no call waits for the host. (The median of a 7 us product may still
+            # lie 27 % above its fastest on an H100 whose clock ramps: that spread is the device's, not the host's.)
+            assert timing.device_idle is not None and timing.device_idle < 0.05, timing
+            assert timing.launch_share is not None and timing.launch_share < 0.05, timing
         else:
             assert timing.method == "cuda_graph", (result.name, timing)
             assert timing.capture_s is not None and timing.capture_s > 0
