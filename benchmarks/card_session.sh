@@ -12,6 +12,7 @@
 #   starved the starved rule's readings (benchmarks/starved_followed.py: five workloads quiet and beside HOGS busy
 #           processes)
 #   numa    pinned h2d from each NUMA node's CPUs (benchmarks/h2d_numa.py)
+#   h2dwatch pinned h2d and d2h every half second for WATCH_S seconds (benchmarks/h2d_watch.py: how long dips last)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
 # did; the log is $OUT/log.txt. The GPU's settings are only read (nvidia-smi --query), never changed.
 . "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
@@ -68,6 +69,12 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
     log "h2d by NUMA node"
     timeout 120 python3 benchmarks/h2d_numa.py --out "$OUT/numa.json" 2>&1 | tee "$OUT/numa-log.txt"
     lscpu | grep -i numa | tee -a "$OUT/numa-log.txt"
+    pack
+  fi
+  if [[ $STAGES == *" h2dwatch "* ]]; then
+    log "h2d and d2h every half second"
+    timeout $(( ${WATCH_S:-90} + 60 )) python3 benchmarks/h2d_watch.py --seconds "${WATCH_S:-90}" --out "$OUT/watch.json" \
+      > "$OUT/watch-log.txt" 2>&1; tail -n 3 "$OUT/watch-log.txt"
     pack
   fi
   log done

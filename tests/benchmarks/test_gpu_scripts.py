@@ -1,7 +1,8 @@
 """The GPU-only measuring scripts of issues 23, 24 and 41 (benchmarks/gemv_sweep.py, layer_first_calls.py,
-rest_before_cell.py, starved_followed.py, h2d_numa.py): what can be checked without a GPU, that they start, that the
-sweep times the products a decode step makes, that the starved rules' shares read the repeats as the agent's rule
-does, and that busy_cells.py counts a committed busy-host pair as docs/methodology.md tables it."""
+rest_before_cell.py, starved_followed.py, h2d_numa.py, h2d_watch.py): what can be checked without a GPU, that they
+start, that the sweep times the products a decode step makes, that the starved rules' shares read the repeats as the
+agent's rule does, that a dip is counted as h2d_watch says, and that busy_cells.py counts a committed busy-host pair as
+docs/methodology.md tables it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
-    "script", ["gemv_sweep.py", "layer_first_calls.py", "rest_before_cell.py", "starved_followed.py", "h2d_numa.py"]
+    "script",
+    [
+        "gemv_sweep.py",
+        "layer_first_calls.py",
+        "rest_before_cell.py",
+        "starved_followed.py",
+        "h2d_numa.py",
+        "h2d_watch.py",
+    ],
 )
 def test_the_gpu_scripts_start_and_say_what_they_measure(script: str) -> None:
     done = subprocess.run([sys.executable, f"benchmarks/{script}", "--help"], cwd=ROOT, capture_output=True,
@@ -41,6 +50,14 @@ def test_the_busy_cells_count_splits_slower_cells_from_faster_ones() -> None:
     slower, flagged, faster, explained, flags, close = map(int, counts.groups())
     assert slower >= 1 and flagged == slower and faster == explained and close == 0 and flags >= flagged
     assert any(line.startswith(" +33.7% layer") and "starved" in line for line in done.stdout.splitlines())
+
+
+def test_a_dip_is_the_longest_run_of_samples_under_nine_tenths_of_the_best() -> None:
+    from benchmarks.h2d_watch import longest_dip
+
+    samples = [(0.0, 55.0), (0.5, 37.0), (1.0, 38.0), (1.5, 40.0), (2.0, 55.0), (2.5, 49.0), (3.0, 55.0)]
+    assert longest_dip(samples, 55.0) == 1.0  # 0.5 to 1.5 s; the lone 49 at 2.5 s is a dip of one sample
+    assert longest_dip([(0.0, 55.0), (0.5, 54.0)], 55.0) == 0.0
 
 
 def test_the_sweep_times_every_weight_a_decode_step_reads() -> None:
