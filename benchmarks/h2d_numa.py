@@ -14,7 +14,11 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.h2d_watch import copy_gbs
 
 SIZE = 256 << 20
 REPEATS = 20
@@ -49,16 +53,8 @@ def _copy(cpus: list[int] | None, queue: mp.Queue) -> None:  # type: ignore[type
 
     host = torch.full((SIZE,), 7, dtype=torch.uint8, pin_memory=True)
     dev = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
-    times = []
-    for _ in range(REPEATS + 3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dev.copy_(host, non_blocking=True)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times = sorted(times[3:])
-    queue.put(SIZE / times[len(times) // 2] / 1e9)
+    copy_gbs(dev, host, 3)  # warm up
+    queue.put(copy_gbs(dev, host, REPEATS))
 
 
 def main() -> int:

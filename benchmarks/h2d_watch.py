@@ -15,24 +15,27 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 SIZE = 64 << 20
 COPIES = 5
 DIP = 0.90
 
 
-def _gbs(dst: object, src: object) -> float:
+def copy_gbs(dst: Any, src: Any, copies: int = COPIES) -> float:
+    """The median GB/s of ``copies`` copies of ``src`` into ``dst`` (pinned host memory and a GPU tensor, either way),
+    each timed by an event pair; also what benchmarks/h2d_numa.py and the gpu check test time."""
     import torch
 
     times = []
-    for _ in range(COPIES):
+    for _ in range(copies):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        dst.copy_(src, non_blocking=True)  # type: ignore[attr-defined]
+        dst.copy_(src, non_blocking=True)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
-    return SIZE / sorted(times)[COPIES // 2] / 1e9
+    return src.numel() * src.element_size() / sorted(times)[copies // 2] / 1e9
 
 
 def longest_dip(samples: list[tuple[float, float]], best: float) -> float:
@@ -57,12 +60,12 @@ def main() -> int:
 
     host = torch.full((SIZE,), 7, dtype=torch.uint8, pin_memory=True)
     dev = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
-    _gbs(dev, host), _gbs(host, dev)  # warm up
+    copy_gbs(dev, host), copy_gbs(host, dev)  # warm up
     rows: dict[str, list[tuple[float, float]]] = {"h2d": [], "d2h": []}
     t0 = time.monotonic()
     while (now := time.monotonic() - t0) < args.seconds:
-        rows["h2d"].append((now, _gbs(dev, host)))
-        rows["d2h"].append((now, _gbs(host, dev)))
+        rows["h2d"].append((now, copy_gbs(dev, host)))
+        rows["d2h"].append((now, copy_gbs(host, dev)))
         print(f"{now:6.1f} s  h2d {rows['h2d'][-1][1]:6.2f}  d2h {rows['d2h'][-1][1]:6.2f} GB/s", flush=True)
         time.sleep(max(0.0, args.every - (time.monotonic() - t0 - now)))
     for name, samples in rows.items():

@@ -177,20 +177,15 @@ def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) ->
 
 
 def _pinned_h2d_gbs() -> float:
-    """The median GB/s of 20 pinned 256 MiB host-to-device copies, timed by events (as the transfer benchmark's)."""
+    """The median GB/s of 20 pinned 256 MiB host-to-device copies (benchmarks/h2d_watch.copy_gbs)."""
     import torch
+
+    from benchmarks.h2d_watch import copy_gbs
 
     host = torch.full((256 << 20,), 7, dtype=torch.uint8, pin_memory=True)
     dev = torch.empty_like(host, device="cuda")
-    times = []
-    for _ in range(23):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dev.copy_(host, non_blocking=True)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return host.numel() / sorted(times[3:])[10] / 1e9
+    copy_gbs(dev, host, 3)  # warm up
+    return copy_gbs(dev, host, 20)
 
 
 def test_a_gpu_cell_reads_the_boards_mean_power_from_its_energy_counter() -> None:
