@@ -167,7 +167,8 @@ def test_check_measures_the_health_profile_and_a_healthy_gpu_passes(tmp_path) ->
         # The host's side: pinned h2d dipped 15-32 % for minutes on 3 of 16 lent H100 hosts, d2h steady
         # (docs/results/h100.md, "Pinned h2d dips"). Then the check is right only if the host is slow now.
         now = _pinned_h2d_gbs()
-        assert now < figures["h2d"]["healthy_down_to"] * 1.03, (now, done.stdout)
+        h2d = figures["h2d"]
+        assert now < (h2d["healthy_down_to"] or h2d["floor"]) * 1.03, (now, done.stdout)
         pytest.skip(f"this host's pinned h2d reads {now:.1f} GB/s now: the check said so ({verdict['reasons']})")
     assert done.returncode == 0 and body["level"] == "ok", done.stdout + done.stderr
     from schemas.health_figures import HEALTH_FIGURES
