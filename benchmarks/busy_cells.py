@@ -42,11 +42,12 @@ def main() -> int:
     faster = [r for d, r in rows if d <= -SLOWER]
     flagged = sum("starved" in r["flags"] for r in slower)
     close = sum(abs(d) <= WITHIN for d, _ in starved)
-    print(f"cells {len(rows)}; >= 10 % slower than quiet: {len(slower)}, flagged starved {flagged}; "
-          f">= 10 % faster: {len(faster)}, with a flag: {sum(bool(r['flags']) for r in faster)}; "
-          f"starved flags {len(starved)}, on cells within 3 %: {close}")  # fmt: skip
+    off, near = f"{SLOWER * 100:.0f} %", f"{WITHIN * 100:.0f} %"
+    print(f"cells {len(rows)}; >= {off} slower than quiet: {len(slower)}, flagged starved {flagged}; "
+          f">= {off} faster: {len(faster)}, with a flag: {sum(bool(r['flags']) for r in faster)}; "
+          f"starved flags {len(starved)}, on cells within {near}: {close}")  # fmt: skip
     for d, r in sorted(rows, key=lambda x: -abs(x[0])):
-        if abs(d) >= 0.03 or "starved" in r.get("flags", []):
+        if abs(d) >= WITHIN or "starved" in r.get("flags", []):
             t, p = r["timing"], r["params"]
             what = " ".join(str(p[k]) for k in ("dtype", "n", "batch", "seq_len", "mode", "op", "direction") if k in p)
             print(

@@ -70,11 +70,12 @@ def main() -> int:
             child.start()
             child.join(60)
             rows[f"{name} #{attempt + 1}"] = queue.get(timeout=5)
-    print("GPU 0 PCI", _gpu_node())
+    gpu = _gpu_node()
+    print("GPU 0 PCI", gpu)
     for name, gbs in rows.items():
         print(f"{name:14s} h2d pinned 256 MiB {gbs:7.2f} GB/s")
     if args.out:
-        args.out.write_text(json.dumps({"gpu": _gpu_node(), "gb_s": rows}, indent=1))
+        args.out.write_text(json.dumps({"gpu": gpu, "gb_s": rows}, indent=1))
     return 0
 
 
