@@ -14,7 +14,7 @@ import gzip
 import itertools
 from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import suppress
+from contextlib import closing, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -133,8 +133,8 @@ class Store:
     def sql(self, query: str, *, max_rows: int = 10_000, timeout_s: float | None = None,
             max_bytes: int = DEFAULT_MAX_BYTES, max_memory: int | None = None) -> QueryResult:  # fmt: skip
         """A reader's SQL through ``sqlguard``'s limits; the archive stays put meanwhile (``all_results`` is whole)."""
-        with self.folder.reading():
-            return run_query(self._cursor(), query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes,
+        with self.folder.reading(), closing(self._cursor()) as cur:  # closed here, not whenever it is collected
+            return run_query(cur, query, max_rows=max_rows, timeout_s=timeout_s, max_bytes=max_bytes,
                              max_memory=max_memory, gauge=self._cursor)  # fmt: skip
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:

@@ -79,7 +79,7 @@ REINTERRUPT_S = 0.05
 
 #: How often a running statement's memory is read (``query_memory``); what it builds meanwhile is the overshoot.
 MEMORY_POLL_S = 0.02
-#: The longest a statement's end waits for its watcher's last memory read (one read takes about a millisecond).
+#: The longest a statement's end waits for its watcher to return (a last memory read takes about a millisecond).
 JOIN_S = 10.0
 
 
@@ -139,8 +139,10 @@ class QueryStop:
             with self._lock:  # after this, nothing interrupts ``con``: its next statement (ROLLBACK) runs whole
                 self._ended.set()
             self._wake.set()
-            if memory is not None:  # it reads through a cursor that is closed next, and is mid-read in DuckDB for
-                watcher.join(JOIN_S)  # a moment at most: a process that exits meanwhile aborts in DuckDB's code
+            # It returns at once now. Until it has, it holds ``con`` (and reads through the memory cursor, closed
+            # next): a live cursor keeps the database open in DuckDB after the store closed it, so the file could
+            # not be opened again with other settings, and a process that exits meanwhile aborts in DuckDB's code.
+            watcher.join(JOIN_S)
 
     def _watch(self, con: duckdb.DuckDBPyConnection, timeout_s: float | None, memory: QueryMemory | None) -> None:
         over = self._wait(timeout_s, memory)
