@@ -28,8 +28,10 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
   python3 -c 'import torch, transformers, triton, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, triton.__version__)' | tee -a "$OUT/card.txt"
   if [[ $STAGES == *" tests "* ]]; then
     log "gpu tests"
-    # SIGINT at the limit: pytest then prints what failed so far (a plain kill loses the report).
-    timeout -s INT -k 30 "${TESTS_S:-300}" python3 -m pytest -m gpu ${TESTS:-tests/gpu} -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 12
+    # SIGINT at the limit: pytest then prints what failed so far (a plain kill loses the report); --durations says
+    # which tests a tighter limit should leave for a call of their own.
+    timeout -s INT -k 30 "${TESTS_S:-300}" python3 -m pytest -m gpu ${TESTS:-tests/gpu} -q -p no:cacheprovider \
+      --durations=12 2>&1 | tee "$OUT/gpu-tests.txt" | tail -n 30
     pack
     [ -n "${HARNESS-1}" ] && log "matmul harness" && timeout 150 python3 benchmarks/matmul_harness.py --out "$OUT/matmul.json" --idle 0.2 \
       --series bf16:2048,fp16:2048,bf16:8192 --series-s 1.5 --idle-series 0.8 | tail -n 24
