@@ -139,9 +139,10 @@ class QueryStop:
             with self._lock:  # after this, nothing interrupts ``con``: its next statement (ROLLBACK) runs whole
                 self._ended.set()
             self._wake.set()
-            # It returns at once now. Until it has, it holds ``con`` (and reads through the memory cursor, closed
-            # next): a live cursor keeps the database open in DuckDB after the store closed it, so the file could
-            # not be opened again with other settings, and a process that exits meanwhile aborts in DuckDB's code.
+            # Both events are set: it returns at once. Until it has, it holds ``con`` (and reads through the memory
+            # cursor, closed next): a live cursor keeps the database open in DuckDB after the store closed it, so the
+            # file could not be opened again with other settings, and a process that exits meanwhile aborts in
+            # DuckDB's code.
             watcher.join(JOIN_S)
 
     def _watch(self, con: duckdb.DuckDBPyConnection, timeout_s: float | None, memory: QueryMemory | None) -> None:
