@@ -121,7 +121,7 @@ def test_a_stop_while_rows_are_fetched_is_an_error_not_the_rows_so_far(tmp_path:
 def test_a_closed_store_lets_go_of_its_file_once_a_watched_query_has_returned(tmp_path: Path) -> None:
     """A watcher still holding its statement's cursor after the answer kept the database open in DuckDB after the
     store closed: opening the file read-only then failed ("a different configuration than existing connections");
-    once on a loaded CI machine (test_store's checkpoint test), once in 300 tries idle. The watcher is now joined."""
+    once on a loaded CI machine (test_store's checkpoint test). The watcher is now joined."""
     for i in range(20):
         db = tmp_path / f"db{i}.duckdb"
         with Store(db, threads=1) as store:
