@@ -9,8 +9,10 @@
 #   shares  health first checks: HEALTHY against fresh collectors, LONE without one, then a competing process taking
 #           each of SHARES of the GPU's time during one first check with a collector and one without
 #   small   one more GPU for the bundled baseline: HEALTHY health first checks and one standard run
-#   starved the starved rule's readings (benchmarks/starved_followed.py: five workloads quiet and beside HOGS busy
+#   starved the starved rule's readings (benchmarks/starved_followed.py: six workloads quiet and beside HOGS busy
 #           processes)
+#   layers  the standard suite's BERT layers alone, quiet then beside HOGS busy processes, PAIRS times (busy_cells.py
+#           on each pair: whether the short forward replays' slowdown beside a busy host comes back, and flagged)
 #   numa    pinned h2d from each NUMA node's CPUs (benchmarks/h2d_numa.py)
 #   h2dwatch pinned h2d and d2h every half second for WATCH_S seconds (benchmarks/h2d_watch.py: how long dips last)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
@@ -65,6 +67,17 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
     log "the starved rule's readings"
     timeout 240 python3 benchmarks/starved_followed.py --hogs "${HOGS:-24}" --out "$OUT/starved.json" 2>&1 \
       | tee "$OUT/starved-log.txt"
+    pack
+  fi
+  if [[ $STAGES == *" layers "* ]]; then
+    log "BERT layers quiet and beside ${HOGS:-24} busy processes, ${PAIRS:-3} times"
+    for i in $(seq "${PAIRS:-3}"); do
+      timeout 90 python3 -m agent run --suite standard --only layer_bert -q --output "$OUT/layers-quiet-$i.json" >/dev/null
+      hogs=(); for _ in $(seq "${HOGS:-24}"); do python3 -c 'while True: pass' & hogs+=($!); done; sleep 1
+      timeout 120 python3 -m agent run --suite standard --only layer_bert -q --output "$OUT/layers-loaded-$i.json" >/dev/null
+      kill "${hogs[@]}"; wait "${hogs[@]}" 2>/dev/null
+      python3 benchmarks/busy_cells.py "$OUT/layers-quiet-$i.json" "$OUT/layers-loaded-$i.json" | head -n 8
+    done
     pack
   fi
   if [[ $STAGES == *" numa "* ]]; then

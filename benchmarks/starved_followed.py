@@ -12,7 +12,7 @@ completes within ``--follow-ms`` of its last launch. It missed a host away long 
 ``agent.timing.loop.Idle``) counts the time in full where the device followed, and elsewhere at most what the repeat
 took beyond the window's fastest.
 
-Five workloads built here, each timed quiet and beside ``--hogs`` busy CPU processes, as the agent times a repeat
+Six workloads built here, each timed quiet and beside ``--hogs`` busy CPU processes, as the agent times a repeat
 (events around it, the launching thread's wall and CPU time, then whether the start event was reached, then, where
 that thread was off a CPU, how soon the end event completes):
 
@@ -25,7 +25,10 @@ that thread was off a CPU, how soon the end event completes):
 - ``graph``: ``drained`` captured as one CUDA graph and replayed, as the agent times layers: whether a busy host
   slows a replay of 1,100 kernels whose launch returns at once (the T5 decoder's replay at batch 128 read 35 % slow
   beside busy processes on an H100, with the host's time away during its launch);
-- ``matmul``: one bf16 product of 8192^3 a repeat: nothing to see.
+- ``matmul``: one bf16 product of 8192^3 a repeat: nothing to see;
+- ``layer``: the standard suite's BERT-large layer, fp16 forward at batch 2 and sequence 128, captured as the agent
+  captures a short call (54 calls, about 4 ms, one replay a repeat): beside 24 busy processes the agent read it
+  12-15 % slower on two H100s of three with ``launch_share`` 0.001, unflagged (docs/results/h100.md, calls 21-24).
 
 On a GPU (one call, about a minute; the GPU's settings are only read), or again from the repeats a call kept:
 
@@ -70,6 +73,7 @@ class Repeat:
     off_cpu_s: float
     reached: bool
     followed: bool | None
+    launch_s: float | None = None  # the launch's wall time (calls before 2026-12-06's call 25 kept none)
 
 
 def share(repeats: Sequence[Repeat], *, followed_only: bool) -> float:
@@ -98,8 +102,10 @@ def agent_share(repeats: Sequence[Repeat]) -> float:
 def summary(repeats: Sequence[Repeat]) -> dict[str, float]:
     """What the table prints of one workload in one condition."""
     held = [r for r in repeats if r.off_cpu_s > 0 and r.reached]
+    launches = [r.launch_s for r in repeats if r.launch_s is not None]
     return {
         "median_ms": statistics.median(r.seconds for r in repeats) * 1e3,
+        "launch_ms": statistics.median(launches) * 1e3 if launches else float("nan"),
         "held_share": len(held) / len(repeats),
         "followed": sum(r.followed is True for r in held) / len(repeats),
         "held": share(repeats, followed_only=False),
@@ -112,15 +118,23 @@ def timed(torch: Any, body: Callable[[], object], repeats: int, batch: int, foll
     """``repeats`` of ``body``, ``batch`` enqueued back to back between synchronisations, each between its events and
     probed as the agent probes a repeat (``agent.timing.cuda.launched``)."""
     out: list[Repeat] = []
+    walls: list[float] = []
+
+    def launch() -> None:
+        began = time.perf_counter()
+        body()
+        walls.append(time.perf_counter() - began)
+
     while len(out) < repeats:
         events, launches = [], []
+        walls.clear()
         for _ in range(batch):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            launches.append(launched(body, start, end, follow_s=follow_s))
+            launches.append(launched(launch, start, end, follow_s=follow_s))
             events.append((start, end))
         events[-1][1].synchronize()
-        out += [Repeat(s.elapsed_time(e) / 1e3, n.off_cpu_s, n.held, n.followed if n.held else None)
-                for (s, e), n in zip(events, launches, strict=True)]  # fmt: skip
+        out += [Repeat(s.elapsed_time(e) / 1e3, n.off_cpu_s, n.held, n.followed if n.held else None, w)
+                for (s, e), n, w in zip(events, launches, walls, strict=True)]  # fmt: skip
     return out[:repeats]
 
 
@@ -154,20 +168,48 @@ def workloads(torch: Any) -> dict[str, tuple[Callable[[], object], int, int]]:
         drained()
 
     return {"queue_full": (queue_full, 24, 4), "host_paced": (host_paced, 60, 10), "drained": (drained, 60, 10),
-            "graph": (graph.replay, 60, 10), "matmul": (lambda: a @ a, 60, 10)}  # fmt: skip
+            "graph": (graph.replay, 60, 10), "matmul": (lambda: a @ a, 60, 10),
+            "layer": (layer_graph(torch), 200, 10)}  # fmt: skip
+
+
+def layer_graph(torch: Any, calls: int = 54) -> Callable[[], object]:
+    """The BERT-large layer's fp16 forward at batch 2, sequence 128, in training mode as the standard suite runs it
+    (``agent.benchmarks.layers``), ``calls`` of it captured as one graph: its replay."""
+    from agent import compat
+    from agent.models import families
+
+    shape = families.SHAPES["bert-large"]
+    layer = families.block(shape, "bert_layer", "sdpa").to("cuda", torch.float16).train()
+    x = torch.randn(2, 128, shape.hidden, device="cuda", dtype=torch.float16)
+    kwargs = compat.forward_kwargs(layer, 128, x.device)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            compat.first_tensor(layer(x, **kwargs))
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            compat.first_tensor(layer(x, **kwargs))
+    replay: Callable[[], object] = graph.replay
+    return replay
 
 
 def table(found: dict[str, dict[str, list[Repeat]]]) -> None:
     """Each workload's row per condition, and each rule's share (``*`` where the agent would flag it)."""
-    print(f"{'workload':12} {'condition':9} {'median ms':>10} {'vs quiet':>9} {'held':>6} {'followed':>9} "
-          f"{'rule held':>10} {'rule followed':>14} {'agent':>7}")  # fmt: skip
+    print(f"{'workload':12} {'condition':9} {'median ms':>10} {'launch ms':>10} {'vs quiet':>9} {'held':>6} "
+          f"{'followed':>9} {'rule held':>10} {'rule followed':>14} {'agent':>7}")  # fmt: skip
     for name, by in found.items():
         quiet = summary(by["quiet"])["median_ms"]
         for condition, rows in by.items():
             s = summary(rows)
             flags = [f"{s[k]:.3f}{'*' if s[k] >= FLAGGED_AT else ' '}" for k in ("held", "followed_rule", "agent")]
             shares = f"{s['held_share']:6.0%} {s['followed']:9.0%} {flags[0]:>10} {flags[1]:>14} {flags[2]:>7}"
-            print(f"{name:12} {condition:9} {s['median_ms']:10.3f} {s['median_ms'] / quiet - 1:+9.1%} {shares}")
+            print(
+                f"{name:12} {condition:9} {s['median_ms']:10.3f} {s['launch_ms']:10.3f} "
+                f"{s['median_ms'] / quiet - 1:+9.1%} {shares}"
+            )
     print(f"(* at or above {FLAGGED_AT}: the agent would flag it where its process also waited for a CPU)")
 
 
