@@ -85,11 +85,13 @@ POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
 _RELAY = "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
 _HELPER = "measured with the compiling helper (a third process preparing beside the first child, removed)"
 _NO_CUDNN = "measured without cuDNN's attention (benchmarks/attention_without_cudnn.py): BERT's layers 1.7 % faster"
+_LOADED = "measured beside 24 busy processes, unflagged: short layer cells read up to 13.5 % slow (fewer calls a graph)"
 #: Runs measured in a way the suite does not measure, named by run id with why: nothing in a run says so (a child that
 #: replaced one after a sticky error also makes three processes for one GPU). Beside a third process the agent no
 #: longer has: the relay's (relay/relay1.json, relay2.json) and the compiling helper's (compile-helper/hc1.json,
 #: hw1.json); with a plugin that turned cuDNN's attention off (no-cudnn-attention/f1.json, f2.json;
-#: docs/results/h200.md, 2026-12-04).
+#: docs/results/h200.md, 2026-12-04); beside busy processes with no window flagged (the H100's BERT layers alone,
+#: call25-starved-layers/layers-loaded-*.json, call26-layers-inline/inl-l-*.json; docs/results/h100.md, calls 25, 26).
 NAMED_OUT = {
     "e387d6bb-b502-4e8e-892b-464de30d543f": _RELAY,
     "2a886931-62fc-4305-8461-f8360813af56": _RELAY,
@@ -97,6 +99,11 @@ NAMED_OUT = {
     "26e7de43-9dbf-4335-944c-3570cbc61064": _HELPER,
     "37e720bf-587b-497f-9ec3-7d8beb6875f6": _NO_CUDNN,
     "2e6d0290-f8ab-4151-a35e-22e248dd5005": _NO_CUDNN,
+    "68cdbcf1-5800-4782-bc6d-c431dc685764": _LOADED,
+    "977060d8-68ae-4b95-976f-dabdc47c88f4": _LOADED,
+    "d4409002-3f74-43e4-adb4-cd334d7b8b03": _LOADED,
+    "f70afe01-d0fc-4284-89ce-ed42f9479a97": _LOADED,
+    "c59b274f-aa2a-4351-ac12-c39c0f9e32f3": _LOADED,
 }
 
 

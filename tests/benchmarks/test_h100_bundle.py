@@ -1,5 +1,5 @@
 """The bundled H100 baseline, from the runs committed under docs/results/h100/ (on the CPU): leaving each GPU out
-raises no alarm but on the one host whose pinned transfers ran 30 % slow, and a graded competing process's first
+raises no alarm but on the hosts whose pinned transfers ran 25-30 % slow, and a graded competing process's first
 checks, judged again against the bundle, are caught from the smallest share that moves a figure
 (benchmarks/baseline_leave_one_out.py, benchmarks/shares_judged.py)."""
 
@@ -29,7 +29,10 @@ def test_leaving_each_h100_out_alarms_only_on_the_slow_hosts_pinned_transfers() 
     assert len(alarms) == int(found[1])
     # The hosts whose pinned h2d read low in the run judged: GPU-369c078e (…d581d407) at 37-42 GB/s in every run,
     # GPU-7240dead (…f9ac04b5) at 41.6 in its quiet standard run and 55 in its checks; every other lent machine 55.
-    assert alarms and all(gpu in {"d581d407", "f9ac04b5"} and on == "h2d" for gpu, _, on in alarms), alarms
+    # That run's bf16 at -3.9 % fails the standard suite's 3.2 % too, a false reason (docs/results/h100.md, "The
+    # bundled H100 baseline"): every alarm names h2d, and only that run names anything else.
+    assert alarms and all(gpu in {"d581d407", "f9ac04b5"} and "h2d" in on.split(", ") for gpu, _, on in alarms), alarms
+    assert all(on == "h2d" for gpu, _, on in alarms if gpu != "f9ac04b5"), alarms
 
 
 def test_a_half_percent_share_of_the_h100_is_caught_by_the_bundle_and_healthy_checks_are_not() -> None:
