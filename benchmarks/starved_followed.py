@@ -26,9 +26,9 @@ that thread was off a CPU, how soon the end event completes):
   slows a replay of 1,100 kernels whose launch returns at once (the T5 decoder's replay at batch 128 read 35 % slow
   beside busy processes on an H100, with the host's time away during its launch);
 - ``matmul``: one bf16 product of 8192^3 a repeat: nothing to see;
-- ``layer``: the standard suite's BERT-large layer, fp16 forward at batch 2 and sequence 128, captured as the agent
-  captures a short call (54 calls, about 4 ms, one replay a repeat): beside 24 busy processes the agent read it
-  12-15 % slower on two H100s of three with ``launch_share`` 0.001, unflagged (docs/results/h100.md, calls 21-24).
+- ``layer``: the standard suite's BERT-large layer, fp16 forward at batch 2 and sequence 128, as one graph of 54 calls
+  (about 4 ms, one replay a repeat; the standard suite's warm-up gave it 3): beside 24 busy processes the agent read
+  it 12-15 % slower on two H100s of three with ``launch_share`` 0.001, unflagged (docs/results/h100.md, calls 21-24).
 
 On a GPU (one call, about a minute; the GPU's settings are only read), or again from the repeats a call kept:
 
