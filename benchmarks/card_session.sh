@@ -17,7 +17,7 @@
 #   h2dwatch pinned h2d and d2h every half second for WATCH_S seconds (benchmarks/h2d_watch.py: how long dips last)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
 # did; the log is $OUT/log.txt. The GPU's settings are only read (nvidia-smi --query), never changed.
-. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log, hogs, calm
 BACK=$OUT
 export OUT=/tmp/card-out
 mkdir -p "$OUT"
@@ -73,9 +73,9 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
     log "BERT layers quiet and beside ${HOGS:-24} busy processes, ${PAIRS:-3} times"
     for i in $(seq "${PAIRS:-3}"); do
       timeout 90 python3 -m agent run --suite standard --only layer_bert -q --output "$OUT/layers-quiet-$i.json" >/dev/null
-      hogs=(); for _ in $(seq "${HOGS:-24}"); do python3 -c 'while True: pass' & hogs+=($!); done; sleep 1
+      hogs
       timeout 120 python3 -m agent run --suite standard --only layer_bert -q --output "$OUT/layers-loaded-$i.json" >/dev/null
-      kill "${hogs[@]}"; wait "${hogs[@]}" 2>/dev/null
+      calm
       python3 benchmarks/busy_cells.py "$OUT/layers-quiet-$i.json" "$OUT/layers-loaded-$i.json" | head -n 8
     done
     pack

@@ -5,13 +5,10 @@
 # 2. check (the health profile, judged against the bundled baseline, no collector) quiet and beside the load;
 # 3. a standard run told to stop (SIGTERM) 25 s in: how long it takes to end, and what it kept.
 # Files under $OUT: quiet.json, loaded.json, low.json, stopped.json, check-quiet.json, check-loaded.json, log.txt.
-. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log
+. "$(dirname "$0")/lease.sh"  # OUT, the wheels, PYTHONPATH, log, hogs, calm
 exec > >(tee "$OUT/log.txt") 2>&1
 HOGS=${HOGS:-16}
 agent() { python3 -m agent "$@"; }
-hogs() { for _ in $(seq "$HOGS"); do python3 -c 'while True: pass' & done; sleep 1; }
-# Only the hogs: a plain `wait` would also wait for the tee above, which ends only with this script.
-calm() { local pids; pids=$(jobs -p); [ -z "$pids" ] || { kill $pids 2>/dev/null; wait $pids 2>/dev/null; }; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 timed() { local name=$1; shift; local t0; t0=$(ms); "$@"; echo "rc=$? $name took $(( $(ms) - t0 )) ms" >&2; }
 STAGES=" ${STAGES:-standard low check stop} "  # a later call can run the stages an earlier one did not reach

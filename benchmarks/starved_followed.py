@@ -158,18 +158,26 @@ def workloads(torch: Any) -> dict[str, tuple[Callable[[], object], int, int]]:
         for _ in range(100):
             big.mul_(1.0)
 
+    return {"queue_full": (queue_full, 24, 4), "host_paced": (host_paced, 60, 10), "drained": (drained, 60, 10),
+            "graph": (graph_of(torch, drained), 60, 10), "matmul": (lambda: a @ a, 60, 10),
+            "layer": (layer_graph(torch), 200, 10)}  # fmt: skip
+
+
+def graph_of(torch: Any, fn: Callable[[], object], calls: int = 1, warm: int = 1) -> Callable[[], object]:
+    """``calls`` of ``fn`` captured as one CUDA graph after ``warm`` calls off the default stream (as a capture
+    asks): its replay."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        drained()  # warm up off the default stream, as a capture asks
+        for _ in range(warm):
+            fn()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        drained()
-
-    return {"queue_full": (queue_full, 24, 4), "host_paced": (host_paced, 60, 10), "drained": (drained, 60, 10),
-            "graph": (graph.replay, 60, 10), "matmul": (lambda: a @ a, 60, 10),
-            "layer": (layer_graph(torch), 200, 10)}  # fmt: skip
+        for _ in range(calls):
+            fn()
+    replay: Callable[[], object] = graph.replay
+    return replay
 
 
 def layer_graph(torch: Any, calls: int = 54) -> Callable[[], object]:
@@ -182,18 +190,7 @@ def layer_graph(torch: Any, calls: int = 54) -> Callable[[], object]:
     layer = families.block(shape, "bert_layer", "sdpa").to("cuda", torch.float16).train()
     x = torch.randn(2, 128, shape.hidden, device="cuda", dtype=torch.float16)
     kwargs = compat.forward_kwargs(layer, 128, x.device)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            compat.first_tensor(layer(x, **kwargs))
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            compat.first_tensor(layer(x, **kwargs))
-    replay: Callable[[], object] = graph.replay
-    return replay
+    return graph_of(torch, lambda: compat.first_tensor(layer(x, **kwargs)), calls, warm=3)
 
 
 def table(found: dict[str, dict[str, list[Repeat]]]) -> None:
