@@ -2,7 +2,8 @@
 # One lent GPU's share of issue 41 (docs/results/h100.md), any card (nvidia-smi says which), in calls of under
 # 10 minutes, by STAGES (run on the machine from the repository's root, wheels from `make gpu-wheels` carried):
 #   tests   every gpu test (tests/gpu), then the matmul harness against triton's do_bench (benchmarks/matmul_harness.py)
-#   runs    the standard suite twice back to back against a local collector (their run-to-run table), then once
+#   runs    the standard suite RUNS ("1 2") times back to back against a local collector (the first two's run-to-run
+#           table; four give a GPU's run-to-run spread for the bundled baseline), then once
 #           beside HOGS busy CPU processes (benchmarks/h200_busy_host_session.sh's stage: which cells move, which
 #           are flagged `starved`) and the same check quiet and loaded
 #   busy    the runs stage's busy host alone
@@ -13,6 +14,8 @@
 #           processes)
 #   layers  the standard suite's BERT layers alone, quiet then beside HOGS busy processes, PAIRS times (busy_cells.py
 #           on each pair: whether the short forward replays' slowdown beside a busy host comes back, and flagged)
+#   refill  the BERT layers by the timer before and after REFILL (a patch: its agent/timing/cuda.py taken back in a
+#           copy), quiet then beside HOGS busy processes, PAIRS times, alternately on one GPU (busy_cells.py on each)
 #   numa    pinned h2d from each NUMA node's CPUs (benchmarks/h2d_numa.py)
 #   h2dwatch pinned h2d and d2h every half second for WATCH_S seconds (benchmarks/h2d_watch.py: how long dips last)
 # What every stage writes is packed into $OUT/results.tgz again after each stage, so a call cut short keeps what it
@@ -40,7 +43,9 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
     pack
   fi
   if [[ $STAGES == *" runs "* ]]; then
-    GPU_TESTS= HARNESS= WHEELS= NAME=standard timeout 200 bash benchmarks/h200_speed_session.sh | tail -n 30
+    runs=(${RUNS-1 2})  # 45 s a standard run on a fresh H100, and a collector to start
+    GPU_TESTS= HARNESS= WHEELS= NAME=standard timeout $(( 40 + 80 * ${#runs[@]} )) bash benchmarks/h200_speed_session.sh \
+      | tail -n 30
     pack
   fi
   if [[ $STAGES == *" runs "* || $STAGES == *" busy "* ]]; then
@@ -77,6 +82,27 @@ pack() { tar -czf "$BACK/results.tgz" -C "$OUT" . ; }
       timeout 120 python3 -m agent run --suite standard --only layer_bert -q --output "$OUT/layers-loaded-$i.json" >/dev/null
       calm
       python3 benchmarks/busy_cells.py "$OUT/layers-quiet-$i.json" "$OUT/layers-loaded-$i.json" | head -n 8
+    done
+    pack
+  fi
+  if [[ $STAGES == *" refill "* ]]; then
+    log "BERT layers before and after the refill (REFILL), quiet then beside ${HOGS:-24} busy processes, ${PAIRS:-2} times"
+    # Before: this tree with REFILL's timer change taken back, in a copy; the two run alternately on one GPU.
+    rm -rf /tmp/before && mkdir /tmp/before && cp -r agent schemas /tmp/before/ \
+      && (cd /tmp/before && git apply -R --include=agent/timing/cuda.py "$OLDPWD/${REFILL:-}") \
+      || { log "REFILL (${REFILL:-unset}) could not be taken back: no before"; PAIRS=0; }
+    layers() { (cd "$1" && PYTHONPATH=/tmp/site:$1 timeout 120 python3 -m agent run --suite standard \
+      --only layer_bert -q --output "$2" >/dev/null); }
+    for i in $(seq "${PAIRS:-2}"); do
+      layers /tmp/before "$OUT/before-quiet-$i.json"; layers "$PWD" "$OUT/after-quiet-$i.json"
+      hogs
+      layers /tmp/before "$OUT/before-loaded-$i.json"; layers "$PWD" "$OUT/after-loaded-$i.json"
+      calm
+      for when in before after; do
+        echo "$when, pair $i:"; python3 benchmarks/busy_cells.py "$OUT/$when-quiet-$i.json" "$OUT/$when-loaded-$i.json" | head -n 8
+      done
+      echo "quiet, before -> after, pair $i:"
+      python3 benchmarks/busy_cells.py "$OUT/before-quiet-$i.json" "$OUT/after-quiet-$i.json" | head -n 12
     done
     pack
   fi

@@ -91,7 +91,8 @@ _LOADED = "measured beside 24 busy processes, unflagged: short layer cells read 
 #: longer has: the relay's (relay/relay1.json, relay2.json) and the compiling helper's (compile-helper/hc1.json,
 #: hw1.json); with a plugin that turned cuDNN's attention off (no-cudnn-attention/f1.json, f2.json;
 #: docs/results/h200.md, 2026-12-04); beside busy processes with no window flagged (the H100's BERT layers alone,
-#: call25-starved-layers/layers-loaded-*.json, call26-layers-inline/inl-l-*.json; docs/results/h100.md, calls 25, 26).
+#: call25-starved-layers/layers-loaded-*.json, call26-layers-inline/inl-l-*.json, and call27-refill/before-loaded-2.json
+#: by the timer before the refill; docs/results/h100.md, calls 25-27).
 NAMED_OUT = {
     "e387d6bb-b502-4e8e-892b-464de30d543f": _RELAY,
     "2a886931-62fc-4305-8461-f8360813af56": _RELAY,
@@ -104,6 +105,7 @@ NAMED_OUT = {
     "d4409002-3f74-43e4-adb4-cd334d7b8b03": _LOADED,
     "f70afe01-d0fc-4284-89ce-ed42f9479a97": _LOADED,
     "c59b274f-aa2a-4351-ac12-c39c0f9e32f3": _LOADED,
+    "c2e064d0-3a51-4783-a59a-4e6d9f90d84d": _LOADED,
 }
 
 

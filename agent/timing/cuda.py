@@ -23,6 +23,11 @@ FLUSH_BYTES = 256 << 20
 #: What a rehearsing process may keep cached of its dropped captures' memory (a spare that prepared 100 large cells
 #: had held 88 GiB on the H200, and a training step beside it ran out of memory).
 REHEARSAL_RESERVE_BYTES = 4 << 30
+#: A graph whose replay fills less than this share of ``graph_target_s`` on the device is captured again with the calls
+#: that fill it: the warm-up times a call as the host launches it (docs/methodology.md, "Timing").
+REFILL_BELOW = 0.5
+#: Replays timed to learn what a graph's calls take on the device; the fastest counts (a host away holds up one).
+REPLAY_PROBES = 3
 
 
 class CudaTimer:
@@ -115,6 +120,33 @@ class CudaTimer:
         replay: Callable[[], object] = graph.replay
         return replay
 
+    def _refilled(
+        self, fn: Callable[[], object], replay: Callable[[], object], calls: int, policy: TimingPolicy
+    ) -> tuple[Callable[[], object], int]:
+        """The replay, captured again with more calls where its calls fill under ``REFILL_BELOW`` of the target on
+        the device. The warm-up timed one call as the host launched it, so a call the host launches slower than the
+        device runs it read the host's pace, and a busy host's pace gave fewer calls a replay, each carrying more of
+        the replay's own cost (the cold cache after the flush, the graph's start): docs/methodology.md, "Timing"."""
+        fits = _calls(policy, self._replay_s(replay) / calls)
+        if fits < calls / REFILL_BELOW:
+            return replay, calls
+        refilled = self._capture(fn, fits)
+        return (replay, calls) if refilled is None else (refilled, fits)
+
+    def _replay_s(self, replay: Callable[[], object]) -> float:
+        """The fastest of ``REPLAY_PROBES`` replays on the device, each between its events after a synchronisation."""
+        torch = self._torch
+        fastest = math.inf
+        for _ in range(REPLAY_PROBES):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self._sync()
+            start.record()
+            replay()
+            end.record()
+            end.synchronize()
+            fastest = min(fastest, start.elapsed_time(end) / 1e3)
+        return fastest
+
     def rehearse(self, fn: Callable[[], object]) -> bool:
         """Capture one call of ``fn`` into a CUDA graph and drop it: the host does everything a first call does
         (cuDNN builds its attention graph for a new shape: 73-83 ms a layer cell on the H200, against 2.5-4 ms for
@@ -156,9 +188,10 @@ class CudaTimer:
         frame_host, frame_gpu = self.frame() if flush else (0.0, 0.0)
         starved = host_s + frame_host > policy.graph_host_share * (gpu_s + frame_gpu)
         if graphable and (gpu_s < policy.graph_below_s or starved):
-            calls = max(1, min(policy.graph_max_calls, math.ceil(policy.graph_target_s / max(gpu_s, 1e-7))))
+            calls = _calls(policy, gpu_s)
             replay = self._capture(fn, calls)
             if replay is not None:
+                replay, calls = self._refilled(fn, replay, calls, policy)
                 body, method, launch_bound = replay, "cuda_graph", False
             else:
                 calls = 1
@@ -242,6 +275,11 @@ class CudaTimer:
             fastest, method="cuda_event", warmup=1, calls_per_repeat=1, total_s=time.perf_counter() - begin
         )
         return Timed(stats=stats, launch_bound=False)
+
+
+def _calls(policy: TimingPolicy, call_s: float) -> int:
+    """How many calls of ``call_s`` a graph holds: about ``graph_target_s`` of them, at most ``graph_max_calls``."""
+    return max(1, min(policy.graph_max_calls, math.ceil(policy.graph_target_s / max(call_s, 1e-7))))
 
 
 @dataclass(frozen=True)

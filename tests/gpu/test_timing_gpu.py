@@ -22,6 +22,7 @@ from agent.devices.target import cuda_targets
 from agent.harness.suites import STANDARD_POLICY
 from agent.machine.monitor import Monitor
 from agent.run.runner import run_cases
+from agent.timing.cuda import REFILL_BELOW
 from schemas import LayerParams
 
 pytestmark = pytest.mark.gpu
@@ -70,6 +71,29 @@ def test_standard_cells_are_graph_replays_or_host_free_calls_with_their_phases()
             or timing.ci_rel <= STANDARD_POLICY.target_rel_ci
             or timing.total_s >= (STANDARD_POLICY.max_time_s)
         )  # stopped by the median's interval, or by the time limit
+
+
+def test_a_call_the_host_launches_slowly_is_replayed_in_graphs_that_fill_the_target() -> None:
+    """The warm-up times a call as the host launches it; how many calls a graph holds comes from the device's time,
+    so the replay's own cost weighs the same on every host, busy or not."""
+    import time
+
+    import torch
+
+    target = _target()
+    x = torch.ones(1024, device=target.torch_device())
+
+    def call() -> None:
+        done = time.perf_counter() + 2e-4  # the host's share of the call: longer than its kernels on the device
+        while time.perf_counter() < done:
+            pass
+        for _ in range(10):
+            x.mul_(1.0)
+
+    stats = target.timer().measure(call, STANDARD_POLICY).stats
+    assert stats.method == "cuda_graph", stats
+    # As launched, a call lasts at least the host's 0.2 ms: that would give a graph of 10 calls, 0.2 ms of kernels.
+    assert stats.median_s * stats.calls_per_repeat >= REFILL_BELOW * STANDARD_POLICY.graph_target_s, stats
 
 
 def test_a_pageable_copy_is_flagged_as_a_host_figure_and_a_pinned_one_is_not() -> None:
