@@ -17,7 +17,6 @@ why not; the leave-one-out table; the checks without a UUID; the count of false 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections import Counter
@@ -45,6 +44,7 @@ from scripts.bundle_baselines import (  # noqa: E402
     left_out,
     stored,
 )
+from scripts.results_files import json_files, read  # noqa: E402
 
 
 def short(uuid: str | None) -> str:
@@ -115,13 +115,13 @@ def recorded(bundle: BaselineBundle, folder: Path) -> list[Judged]:
     first healthy one, judged by the one judge against the whole bundle."""
     if not (folder / "info.json").exists():
         return []
-    info = json.loads((folder / "info.json").read_text())["gpus"][0]
+    info = read(folder / "info.json")["gpus"][0]
     model = gpu_model(info["name"], info["memory_bytes"])
     card = card_key(info["name"], info["memory_bytes"], info["power_limit_w"])
     index = BaselineIndex([(bundle, "bundled")])
     out = []
-    for path in sorted(folder.glob("health-*.json")):
-        first = next(iter(json.loads(path.read_text()).get("healthy", [])), None)
+    for path in json_files([folder], "health-*.json"):
+        first = next(iter(read(path).get("healthy", [])), None)
         if first is None:
             continue
         facts = GpuFacts(None, 0, info["name"], model, card, "vm", path.name, "health")

@@ -15,6 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripts.results_files: the committed files
+
+from scripts.results_files import read
+
 #: The target's two bounds (issue 41): a cell this much slower loaded must be flagged; a flag on a cell within this is
 #: a good figure kept out of every verdict.
 SLOWER, WITHIN = 0.10, 0.03
@@ -36,7 +40,7 @@ def cells(quiet: dict[str, Any], loaded: dict[str, Any]) -> list[tuple[float, di
 
 
 def main() -> int:
-    quiet, loaded = (json.loads(Path(path).read_text(encoding="utf-8")) for path in sys.argv[1:3])
+    quiet, loaded = (read(Path(path)) for path in sys.argv[1:3])
     rows = cells(quiet, loaded)
     starved = [(d, r) for d, _, r in rows if "starved" in r.get("flags", [])]
     slower = [r for d, _, r in rows if d >= SLOWER]

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from schemas.health_figures import UNTRUSTED_FLAGS  # noqa: E402
+from scripts.results_files import read  # noqa: E402
 
 
 def figures(run: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def figures(run: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     for path in sys.argv[1:]:
-        run = json.loads(Path(path).read_text(encoding="utf-8"))
+        run = read(Path(path))
         print(path, run["gpus"][0]["uuid"], run["started_at"], json.dumps(figures(run)))
     return 0
 

@@ -52,6 +52,7 @@ from collector.store.archive import ArchiveFolder  # noqa: E402
 from collector.store.refresher import summarise  # noqa: E402
 from collector.store.tables import TABLES  # noqa: E402
 from schemas import RunSubmission  # noqa: E402
+from scripts.results_files import read  # noqa: E402
 
 TEMPLATE = ROOT / "docs" / "results" / "h200" / "baseline" / "health-1.json"
 #: (name, memory bytes, share of the H200's figures): the card models of the fleet, in turn by GPU number.
@@ -87,7 +88,7 @@ _GPU_UUID = "'GPU-' || CAST(md5('gpu' || g)::UUID AS VARCHAR)"
 
 def fleet_templates() -> list[dict[str, object]]:
     """The health run once per card model, its figures scaled to the model."""
-    base = json.loads(TEMPLATE.read_text())
+    base = read(TEMPLATE)
     out = []
     for name, memory, share in MODELS:
         run = json.loads(json.dumps(base))

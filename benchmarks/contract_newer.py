@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from collector.analysis.parse import read_run  # noqa: E402
 from schemas.contract import THIS  # noqa: E402
+from scripts.results_files import read_text  # noqa: E402
 
 
 def newer(body: bytes) -> bytes:
@@ -43,7 +44,7 @@ def main() -> None:
     parser.add_argument("--run", type=Path, default=ROOT / "docs" / "results" / "h200" / "standard1.json")
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
-    plain = args.run.read_bytes()
+    plain = read_text(args.run).encode()  # the file as committed, gzipped or not: its compact JSON
     later = newer(plain)
     now = read_run(plain).run.started_at  # the clock rule at the run's own time: a stored run may be old
     checked = read_run(later, now=now)

@@ -12,6 +12,7 @@ from collector.analysis.reference import load
 from collector.store import SUMMARY_TABLES, Store
 from collector.store.tables import TABLES
 from schemas import RunSubmission
+from scripts.results_files import read
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "docs" / "results" / "h200" / "standard1.json"
@@ -19,7 +20,7 @@ CARDS = ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDI
 
 
 def make_bodies(count: int, results: int) -> list[bytes]:
-    template = json.loads(TEMPLATE.read_text())
+    template = read(TEMPLATE)
     base = template["results"]
     template["results"] = [base[i % len(base)] for i in range(results)]
     bodies = []

@@ -12,14 +12,19 @@ import argparse
 import json
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripts.results_files: the committed files
+
+from scripts.results_files import read
 
 Row = dict[str, Any]
 
 
 def _load(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read(path)
 
 
 def _key(r: Row) -> tuple[str, str]:

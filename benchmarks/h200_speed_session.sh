@@ -20,6 +20,7 @@ if [ -n "${WHEELS-1}" ]; then
 fi
 # The scripts of this session are the working tree's; the agent and collector measured are CODE's.
 cp benchmarks/matmul_harness.py benchmarks/suite_breakdown.py benchmarks/run_to_run.py /tmp/ 2>/dev/null
+mkdir -p /tmp/scripts && cp scripts/results_files.py /tmp/scripts/  # how they read a run file, beside them in /tmp
 cd "$CODE" || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 log() { echo "== $(date -u +%H:%M:%S) $*"; }

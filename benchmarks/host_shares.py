@@ -7,13 +7,17 @@ median and largest values, and how many were flagged ``starved`` (agent/timing/s
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripts.results_files: the committed files
+
+from scripts.results_files import read
 
 
 def shares(path: Path) -> str:
-    run = json.loads(path.read_text(encoding="utf-8"))
+    run = read(path)
     if "results" not in run:
         return f"{path.name}: not a run file"
     ok = [r for r in run["results"] if r["status"] == "ok" and r.get("timing")]

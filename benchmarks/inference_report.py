@@ -10,10 +10,13 @@ standard library.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripts.results_files: the committed files
+
+from scripts.results_files import read
 
 
 def _fmt(value: Any, spec: str, scale: float = 1.0) -> str:
@@ -21,7 +24,7 @@ def _fmt(value: Any, spec: str, scale: float = 1.0) -> str:
 
 
 def report(path: Path, target: float) -> tuple[list[str], bool | None]:
-    run = json.loads(path.read_text())
+    run = read(path)
     results = [r for r in run["results"] if r["benchmark"] == "inference"]
     gpus = ", ".join(g["name"] for g in run.get("gpus", [])) or "CPU"
     software = run.get("software", {})

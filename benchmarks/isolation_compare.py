@@ -10,8 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripts.results_files: the committed files
+
+from scripts.results_files import read
 
 Row = dict[str, Any]
 #: The figure compared per kind of result.
@@ -20,7 +25,7 @@ FIGURE = {"matmul": "tflops", "mamf": "tflops", "layer": "tflops", "bandwidth": 
 
 
 def _figures(path: Path) -> dict[tuple[str, str], float]:
-    run = json.loads(path.read_text(encoding="utf-8"))
+    run = read(path)
     out = {}
     for r in run["results"]:
         metric = FIGURE.get(r["benchmark"])

@@ -44,6 +44,7 @@ except ImportError:  # an agent from before the standard policy's sustained warm
 from agent.benchmarks.flops import matmul_flops
 from agent.devices.target import Target, target_for
 from agent.harness.suites import suite
+from scripts.results_files import read
 
 Row = dict[str, Any]
 
@@ -276,7 +277,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=4, help="series calls enqueued between host synchronisations")
     args = parser.parse_args()
     if args.report:
-        report = json.loads(args.report.read_text(encoding="utf-8"))
+        report = read(args.report)
         print(markdown(report) + "\n\n" + series_table(report["series"]))
         return
     if args.out is None:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the agent's rule, for --power-cap-rule
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the agent's rule, for --power-cap-rule; run files
+
+from scripts.results_files import read
 
 #: Flags that explain a difference: the cell measures something besides the GPU (a busy host: starved), its warm-up
 #: never settled, or the board's power limit set its clock (power_capped).
@@ -167,7 +169,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=None, help="print only the worst N rows (the summary counts all)")
     parser.add_argument("--power-cap-rule", action="store_true", help="work power_capped out again from the states")
     args = parser.parse_args()
-    runs = [json.loads(p.read_text(encoding="utf-8")) for p in (args.a, args.b)]
+    runs = [read(p) for p in (args.a, args.b)]
     if args.power_cap_rule:
         runs = [with_power_cap_rule(run) for run in runs]
     print(render(compare(*runs, min_s=args.min_ms / 1e3, limit=args.limit / 100), args.top))

@@ -31,6 +31,7 @@ from schemas.baselines import BaselineIndex, bundled  # noqa: E402
 from schemas.health_figures import HEALTH_FIGURES  # noqa: E402
 from schemas.verdicts import EXIT_CODES, GpuVerdict  # noqa: E402
 from scripts.bundle_baselines import as_bundled  # noqa: E402
+from scripts.results_files import read  # noqa: E402
 
 
 def _field(saved: dict[str, Any], name: str) -> Any:
@@ -51,9 +52,9 @@ def checks(saved: dict[str, Any]) -> list[tuple[str, list[str]]]:
 def judged(checks_file: Path, runs_file: Path, index: BaselineIndex) -> list[tuple[str, GpuVerdict | None]]:
     """Each check of ``checks_file`` (its label) judged again from its runs in ``runs_file`` against ``index``; None
     where its runs were not kept."""
-    saved = json.loads(checks_file.read_text())
+    saved = read(checks_file)
     runs = {str(r.run_id): r for r in (RunSubmission.model_validate_json(json.dumps(d))
-                                       for d in json.loads(runs_file.read_text()))}  # fmt: skip
+                                       for d in read(runs_file))}  # fmt: skip
     out: list[tuple[str, GpuVerdict | None]] = []
     for label, ids in checks(saved):
         found = [as_bundled(runs[i]) for i in reversed(ids) if i in runs]  # newest first

@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.timing.cuda import launched
 from agent.timing.loop import Idle
+from scripts.results_files import read
 
 #: The agent's flag: a median repeat that may owe this share to waiting on its host (agent/timing/starvation.py).
 FLAGGED_AT = 0.05
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--again", type=Path, help="read the repeats a call kept (its --out) instead of measuring")
     args = parser.parse_args(argv)
     if args.again:
-        kept = json.loads(args.again.read_text())
+        kept = read(args.again)
         table({n: {c: [Repeat(**r) for r in rs] for c, rs in by.items()} for n, by in kept.items()})
         return 0
     import torch

@@ -14,12 +14,16 @@ what is not ``repeats x calls x median`` of a measurement).
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripts.results_files: the committed files
+
+from scripts.results_files import read
 
 Doc = dict[str, Any]
 
@@ -217,9 +221,9 @@ def main() -> None:
     parser.add_argument("--short", action="store_true", help="leave out the slowest cases")
     parser.add_argument("--beside", type=Path, help="a second run (a warm one beside a cold one): both, side by side")
     args = parser.parse_args()
-    run = json.loads(args.run.read_text(encoding="utf-8"))
+    run = read(args.run)
     if args.beside is not None:
-        print(side_by_side(run, json.loads(args.beside.read_text(encoding="utf-8")), args.top))
+        print(side_by_side(run, read(args.beside), args.top))
         return
     print(render(breakdown(run, args.launched, args.exited, args.top), args.short))
 

@@ -11,7 +11,8 @@ Which runs count (``left_out`` names why one does not) is the export's healthy r
 thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong or above the datasheet) and, for
 these files, whole runs named with their reason: a GPU without a UUID (the lent machines are all called ``vm``: keyed
 by host, every such run would be one GPU again), a run with a window flagged ``starved`` (a loaded host slows figures
-the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged), and a run
+the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged) or whose windows
+waited for a CPU a median ``LOADED_HOST_WAIT`` of their time, flagged or not, and a run
 measured with the relay or beside the compiling helper, named by run id in ``NAMED_OUT`` (relay/relay*.json: BERT's
 cells read up to 6.5 % slow, unflagged; both were removed from the agent). Check figures kept without their run
 files (health-*.json) carry no UUID and are not used.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -42,6 +44,7 @@ from collector.analysis.parse import parse_run  # noqa: E402
 from collector.store import Store  # noqa: E402
 from schemas import MatmulParams, RunSubmission  # noqa: E402
 from schemas.baselines import BaselineBundle, BaselineSource, dump_bundle, parse_bundle, seal  # noqa: E402
+from scripts import results_files  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -85,14 +88,17 @@ POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
 _RELAY = "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
 _HELPER = "measured with the compiling helper (a third process preparing beside the first child, removed)"
 _NO_CUDNN = "measured without cuDNN's attention (benchmarks/attention_without_cudnn.py): BERT's layers 1.7 % faster"
-_LOADED = "measured beside 24 busy processes, unflagged: short layer cells read up to 13.5 % slow (fewer calls a graph)"
+#: A run whose windows' median ``host_wait`` reaches this was measured on a loaded host, flagged or not: every committed
+#: run beside 24 busy processes read 0.488-0.502 and every quiet one under 0.05. Such a run's unflagged figures can
+#: be off all the same: the H100's BERT layers alone beside busy processes (calls 25-27 of docs/results/h100.md, by
+#: the timer before graphs were sized on the device) read short layer cells up to 13.5 % slow, unflagged (fewer calls
+#: a graph), and a baseline is what a quiet host measures.
+LOADED_HOST_WAIT = 0.25
 #: Runs measured in a way the suite does not measure, named by run id with why: nothing in a run says so (a child that
 #: replaced one after a sticky error also makes three processes for one GPU). Beside a third process the agent no
 #: longer has: the relay's (relay/relay1.json, relay2.json) and the compiling helper's (compile-helper/hc1.json,
 #: hw1.json); with a plugin that turned cuDNN's attention off (no-cudnn-attention/f1.json, f2.json;
-#: docs/results/h200.md, 2026-12-04); beside busy processes with no window flagged (the H100's BERT layers alone,
-#: call25-starved-layers/layers-loaded-*.json, call26-layers-inline/inl-l-*.json, and call27-refill/before-loaded-2.json
-#: by the timer before the refill; docs/results/h100.md, calls 25-27).
+#: docs/results/h200.md, 2026-12-04).
 NAMED_OUT = {
     "e387d6bb-b502-4e8e-892b-464de30d543f": _RELAY,
     "2a886931-62fc-4305-8461-f8360813af56": _RELAY,
@@ -100,12 +106,6 @@ NAMED_OUT = {
     "26e7de43-9dbf-4335-944c-3570cbc61064": _HELPER,
     "37e720bf-587b-497f-9ec3-7d8beb6875f6": _NO_CUDNN,
     "2e6d0290-f8ab-4151-a35e-22e248dd5005": _NO_CUDNN,
-    "68cdbcf1-5800-4782-bc6d-c431dc685764": _LOADED,
-    "977060d8-68ae-4b95-976f-dabdc47c88f4": _LOADED,
-    "d4409002-3f74-43e4-adb4-cd334d7b8b03": _LOADED,
-    "f70afe01-d0fc-4284-89ce-ed42f9479a97": _LOADED,
-    "c59b274f-aa2a-4351-ac12-c39c0f9e32f3": _LOADED,
-    "c2e064d0-3a51-4783-a59a-4e6d9f90d84d": _LOADED,
 }
 
 
@@ -129,8 +129,8 @@ def _runs_in(data: object) -> Iterator[object]:
 def committed(folder: Path = RESULTS) -> list[Committed]:
     """Every run under ``folder``, oldest first (the tables kept beside them hold none)."""
     found = []
-    for path in sorted(folder.rglob("*.json")):
-        for data in _runs_in(json.loads(path.read_text())):
+    for path in results_files.json_files([folder]):
+        for data in _runs_in(results_files.read(path)):
             found.append(Committed(str(path.relative_to(folder)), parse_run(json.dumps(data).encode())))
     return sorted(found, key=lambda c: (c.run.started_at, c.path))
 
@@ -143,6 +143,9 @@ def left_out(run: RunSubmission) -> str | None:
         return "a GPU without a UUID cannot be counted once"
     if any("starved" in r.flags for r in run.results):
         return "measured on a loaded host (a window flagged starved)"
+    waits = [r.timing.host_wait for r in run.results if r.timing is not None and r.timing.host_wait is not None]
+    if waits and (wait := statistics.median(waits)) >= LOADED_HOST_WAIT:
+        return f"measured on a loaded host (its windows waited for a CPU a median {wait:.0%} of their time)"
     return NAMED_OUT.get(str(run.run_id))
 
 

@@ -125,8 +125,26 @@ def test_the_agent_doc_names_every_setting_and_exit_code() -> None:
 
 
 def test_the_measured_files_are_committed_compact() -> None:
-    # A device call carries the tracked files and the wheels, 64 MiB at most (scripts/compact_results.py says why).
-    from scripts.compact_results import RESULTS, compact, files
+    # A device call carries the tracked files and the wheels, 64 MiB at most (scripts/results_files.py says why).
+    from scripts.results_files import RESULTS, is_stored, json_files
 
-    loose = [str(p.relative_to(ROOT)) for p in files([RESULTS]) if compact(t := p.read_text("utf-8")) != t]
-    assert not loose, f"run `python scripts/compact_results.py` before committing: {loose[:5]}"
+    files = json_files([RESULTS])
+    loose = [str(p.relative_to(ROOT)) for p in files if not is_stored(p)]
+    assert files and not loose, f"run `python scripts/compact_results.py` before committing: {loose[:5]}"
+
+
+def test_a_measured_file_is_read_by_its_json_name_gzipped_from_the_size_the_rule_names(tmp_path: Path) -> None:
+    import json
+
+    from scripts.results_files import GZIP_FROM_BYTES, is_stored, json_files, read, store
+
+    small, large = {"a": [1, 2]}, {"runs": ["x" * GZIP_FROM_BYTES]}
+    for name, data in (("small.json", small), ("large.json", large)):
+        assert store(tmp_path / name, json.dumps(data, indent=2))  # pretty-printed, as a call writes it
+        assert read(tmp_path / name) == data and is_stored(tmp_path / name)
+        assert not store(tmp_path / name, json.dumps(data))  # already as committed: nothing written
+    assert (tmp_path / "large.json.gz").exists() and not (tmp_path / "large.json").exists()
+    assert (tmp_path / "small.json").read_text() == '{"a":[1,2]}\n'
+    assert json_files([tmp_path]) == [tmp_path / "large.json", tmp_path / "small.json"]
+    assert store(tmp_path / "large.json", json.dumps(small))  # shrunk below the size: plain JSON again
+    assert (tmp_path / "large.json").exists() and not (tmp_path / "large.json.gz").exists()

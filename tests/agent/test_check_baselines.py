@@ -20,6 +20,7 @@ from agent.run.config import RunConfig, UploadConfig
 from schemas import RunSubmission
 from schemas.baselines import BaselineBundle, BaselineFigure, BaselineSource, CardBaseline, bundled, dump_bundle, seal
 from schemas.verdicts import Level
+from scripts.results_files import read, read_text
 from tests.conftest import ROOT
 
 FOLDER = ROOT / "docs" / "results" / "h200" / "baseline"
@@ -27,12 +28,12 @@ H200_CARD = "NVIDIA H200 140 GiB · 700 W"
 
 
 def _recorded(name: str) -> RunSubmission:
-    return RunSubmission.model_validate_json((FOLDER / name).read_text())
+    return RunSubmission.model_validate_json(read_text(FOLDER / name))
 
 
 def _slowed() -> list[RunSubmission]:
     """The H200 with a competing process at 60 % duty: its profile, then check's re-measurement of what failed."""
-    remeasure, profile = json.loads((FOLDER / "duty-runs.json").read_text())["0.6"]  # newest first
+    remeasure, profile = read(FOLDER / "duty-runs.json")["0.6"]  # newest first
     return [RunSubmission.model_validate_json(json.dumps(run)) for run in (profile, remeasure)]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import uuid
@@ -16,7 +15,16 @@ from collector.analysis.baselines import Measurement, build
 from schemas import RunSubmission
 from schemas.baselines import bundled
 from schemas.labels import PER_WATT_SUFFIX
-from scripts.bundle_baselines import committed, health_products_only, left_out, measured, without_power
+from scripts.bundle_baselines import (
+    LOADED_HOST_WAIT,
+    SHIPPED,
+    committed,
+    health_products_only,
+    left_out,
+    measured,
+    without_power,
+)
+from scripts.results_files import read, read_text
 from tests.conftest import ROOT
 
 RESULTS = ROOT / "docs" / "results" / "h200"
@@ -24,7 +32,7 @@ RESULTS = ROOT / "docs" / "results" / "h200"
 
 def _copy(name: str, folder: Path, *, gpu_uuid: str | bool | None = False) -> None:
     """A committed run file into ``folder``; with ``gpu_uuid`` given, as another run whose GPU has that UUID."""
-    data = json.loads((RESULTS / name).read_text())
+    data = read(RESULTS / name)
     if gpu_uuid is not False:
         data["run_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}-{gpu_uuid}"))
         data["gpus"][0]["uuid"] = gpu_uuid
@@ -36,7 +44,9 @@ def test_the_bundle_counts_each_gpu_once_by_its_uuid_and_leaves_out_a_run_withou
     for name in ("standard1.json", "standard2.json", "third-lease/run-20261129T151758.json"):
         _copy(name, tmp_path)  # two GPUs: f1378432 twice, 466187dd once
     _copy("isolation/standard-process1.json", tmp_path, gpu_uuid=None)  # 2427eed8's run, its UUID taken away
-    shutil.copy(RESULTS / "busy-host" / "loaded.json", tmp_path / "loaded.json")  # a loaded host: a starved window
+    (tmp_path / "loaded.json").write_text(
+        read_text(RESULTS / "busy-host" / "loaded.json")
+    )  # a loaded host: a starved window
     runs = committed(tmp_path)
     why = {c.run.gpus[0].uuid: left_out(c.run) for c in runs}
     assert why[None] == "a GPU without a UUID cannot be counted once"
@@ -107,6 +117,19 @@ def test_power_counted_by_an_earlier_rule_and_runs_beside_the_relay_stay_out_of_
     assert without_power(early).results[0].metrics == early.results[0].metrics  # its figures still count
     assert left_out(runs["relay/relay1.json"]) is not None and "relay" in (left_out(runs["relay/relay2.json"]) or "")
     assert left_out(runs["relay/off2.json"]) is None
+
+
+def test_a_run_whose_windows_waited_for_a_cpu_stays_out_flagged_or_not() -> None:
+    # The H100's BERT layers alone, quiet then beside 24 busy processes (docs/results/h100.md, call 25): the loaded
+    # runs carry no starved flag, yet their short cells read up to 13.5 % slow; the quiet ones go in.
+    folder = SHIPPED["h100"].results / "call25-starved-layers"
+    for i in (1, 2, 3):
+        loaded = RunSubmission.model_validate_json(read_text(folder / f"layers-loaded-{i}.json"))
+        quiet = RunSubmission.model_validate_json(read_text(folder / f"layers-quiet-{i}.json"))
+        assert not any("starved" in r.flags for r in loaded.results)
+        waited = re.search(r"waited for a CPU a median (\d+)%", left_out(loaded) or "")
+        assert waited is not None and int(waited[1]) >= 100 * LOADED_HOST_WAIT, left_out(loaded)
+        assert left_out(quiet) is None
 
 
 def _products(runs: list[RunSubmission]) -> set[tuple[str, int | None]]:

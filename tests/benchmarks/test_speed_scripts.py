@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks.run_to_run import cell_key, compare, label, render, with_power_cap_rule
 from benchmarks.suite_breakdown import breakdown, by_phase
+from scripts.results_files import read
 from tests.conftest import ROOT, agent_cli
 
 OLD_H200_RUN = ROOT / "docs" / "results" / "h200" / "speed" / "before1.json"
@@ -31,7 +32,7 @@ def second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, f
 
 
 def _load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    data: dict[str, Any] = read(path)
     return data
 
 

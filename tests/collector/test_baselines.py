@@ -24,6 +24,7 @@ from collector.store import Store
 from schemas import RunSubmission
 from schemas.baselines import BaselineIndex, bundled, card_key, parse_bundle
 from schemas.verdicts import Level, baseline_reference
+from scripts.results_files import read, read_text
 from tests.conftest import ROOT, collector_cli
 from tests.factories import T0, bandwidth, gpu, layer, make_run, matmul, run_dict, transfer
 from tests.servers import serve_collector
@@ -562,9 +563,9 @@ def test_the_h200s_own_first_checks_judged_again_against_the_bundled_baseline(tm
     # the run files of 2026-12-02's first checks on the H200 (docs/results/h200/baseline/): healthy ones pass, one
     # slowed by a competing process at 60 % duty fails in its first measurement and is confirmed by the second
     folder = ROOT / "docs" / "results" / "h200" / "baseline"
-    duty = json.loads((folder / "duty-runs.json").read_text())["0.6"]  # newest first: re-measurement, then profile
+    duty = read(folder / "duty-runs.json")["0.6"]  # newest first: re-measurement, then profile
     with Store(tmp_path / "h200.duckdb") as store:
-        store.add_run(RunSubmission.model_validate_json((folder / "health-1.json").read_text()))
+        store.add_run(RunSubmission.model_validate_json(read_text(folder / "health-1.json")))
         store.settle()
         assert [v.level for v in fleet_health(store.reads())] == [Level.ok]
         store.add_run(RunSubmission.model_validate_json(json.dumps(duty[1])))  # the same GPU, slowed

@@ -11,6 +11,7 @@ from collector.analysis.machines import link_summary, multi_gpu_machines
 from collector.read.report import build_report
 from collector.store import Store
 from schemas import RunSubmission
+from scripts.results_files import read_text
 from tests.factories import gpu, make_run, timing
 from tests.servers import Collector
 
@@ -46,7 +47,7 @@ def test_topology_is_summarised_by_its_fastest_links_first() -> None:
 
 def test_a_lent_h200_pair_and_a_pcie_box_appear_with_their_links_bandwidth_and_scaling(tmp_path: Path) -> None:
     store = Store(tmp_path / "machines.duckdb")
-    lease = RunSubmission.model_validate_json(LEASE.read_text(encoding="utf-8"))
+    lease = RunSubmission.model_validate_json(read_text(LEASE))
     store.add_run(lease)
     pcie = make_run(
         [_collective("all_reduce", 1 << 30, 11.5, 4), _collective("all_reduce", 1 << 33, 12.25, 4),
@@ -72,13 +73,13 @@ def test_a_lent_h200_pair_and_a_pcie_box_appear_with_their_links_bandwidth_and_s
     assert "## Multi-GPU machines" in markdown and "| box | NVIDIA L40S 48 GiB · 700 W | 4 | PCIe switch" in markdown
     html = build_report(store.reads(), "html")
     assert 'id="machines"' in html and "all-reduce bus bandwidth" in html and "all-gather bus bandwidth" in html
-    assert json.loads(LEASE.read_text())["topology"].count("NV18") == 2
+    assert json.loads(read_text(LEASE))["topology"].count("NV18") == 2
 
 
 def test_a_run_page_shows_how_its_gpus_are_linked(collector: Collector) -> None:
     import httpx
 
-    body = LEASE.read_bytes()
+    body = read_text(LEASE).encode()
     posted = httpx.post(f"{collector.url}/api/v1/runs", content=body, headers={**collector.auth,
                         "Content-Type": "application/json"})  # fmt: skip
     assert posted.status_code == 201, posted.text

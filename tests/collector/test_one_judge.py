@@ -23,6 +23,7 @@ from schemas.baselines import BaselineIndex, bundled
 from schemas.health_figures import HEALTH_FIGURES, figure_values, health_figure
 from schemas.verdicts import GpuVerdict, Level
 from scripts.bundle_baselines import committed
+from scripts.results_files import json_files, read_text
 from tests.conftest import ROOT
 from tests.factories import T0, bandwidth, gpu, layer, make_run, matmul, transfer
 
@@ -32,9 +33,9 @@ RESULTS = ROOT / "docs" / "results"
 def _real_runs() -> list[RunSubmission]:
     """Every run file measured on the H200s (docs/results/h200*), leaving out the other tables kept beside them."""
     runs = []
-    for path in sorted(RESULTS.glob("h200*/**/*.json")):
+    for path in json_files(RESULTS.glob("h200*")):
         try:
-            runs.append(RunSubmission.model_validate_json(path.read_text()))
+            runs.append(RunSubmission.model_validate_json(read_text(path)))
         except ValidationError:
             continue  # a summary table, not a run
     return runs

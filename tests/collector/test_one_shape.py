@@ -18,6 +18,7 @@ from collector.store.tables import LEFT_OUT, METRICS, PARAMS, TABLES, Table, ddl
 from schemas import RunSubmission
 from schemas.environment import Gpu, GpuCounters, GpuSamples, Host, Software, StateSummary
 from schemas.results import Result, TimingStats
+from scripts.results_files import read_text
 from tests.conftest import ROOT
 from tests.factories import layer, matmul, run_dict
 from tests.servers import Collector, serve_collector
@@ -85,7 +86,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("one-shape") / "db.duckdb"
     with serve_collector(db, validate_workers=1) as served:
         for path in RUN_FILES:
-            answer = _post(served, path.read_bytes())
+            answer = _post(served, read_text(path).encode())
             assert answer.status_code == 201, answer.text
     return db
 
@@ -93,8 +94,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_typed_columns_hold_the_validated_runs_values(stored: Path) -> None:
     with Store(stored, read_only=True) as store:
         for path in RUN_FILES:
-            run = RunSubmission.model_validate_json(path.read_bytes())
-            raw = json.loads(path.read_bytes())
+            run = RunSubmission.model_validate_json(body := read_text(path))
+            raw = json.loads(body)
             run_id = str(run.run_id)
             (runs_row,) = _rows(store, TABLES["runs"], run_id, "run_id")
             _check(TABLES["runs"], runs_row, run, raw)
@@ -117,7 +118,7 @@ def test_the_typed_columns_hold_the_validated_runs_values(stored: Path) -> None:
 
 
 def test_nothing_sent_is_lost_and_an_unknown_field_is_refused_by_name(stored: Path, tmp_path: Path) -> None:
-    body = RUN_FILES[0].read_bytes()
+    body = read_text(RUN_FILES[0]).encode()
     run = RunSubmission.model_validate_json(body)
     with Store(stored, read_only=True) as store:
         # The run as sent, byte for byte; a param without a column of its own is in the params JSON.

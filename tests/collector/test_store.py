@@ -19,6 +19,7 @@ from collector.store.sqlviews import VIEWS
 from schemas import RunSubmission
 from schemas.health_figures import UNTRUSTED_FLAGS
 from schemas.labels import PER_WATT_SUFFIX
+from scripts.results_files import json_files, read_text
 from tests.collector.conftest import held_open, query
 from tests.factories import T0, bandwidth, layer, make_run, matmul
 
@@ -188,10 +189,10 @@ def _expected_figures(run: RunSubmission) -> dict[tuple[int | None, str], float]
 def test_figures_are_the_best_value_of_each_kind_on_real_runs(tmp_path: Path) -> None:
     """Every run file measured on the H200s (one GPU and two): the figures the store keeps are exactly those a
     reading of the definitions in Python finds, FP8 formats, pinned copies and MFU percentages included."""
-    files = sorted((Path(__file__).parents[2] / "docs" / "results").glob("h200*/**/*.json"))
+    files = json_files((Path(__file__).parents[2] / "docs" / "results").glob("h200*"))
     runs = []
     for path in files:
-        text = path.read_text()
+        text = read_text(path)
         data = json.loads(text)
         if isinstance(data, dict) and "results" in data and "schema_version" in data:
             runs.append(RunSubmission.model_validate_json(text))
