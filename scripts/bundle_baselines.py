@@ -8,11 +8,11 @@ runs go through a throw-away collector and are read back through the query and b
 baseline export``, so the bundle is what a fleet holding these runs would export.
 
 Which runs count (``left_out`` names why one does not) is the export's healthy rule (no other process on the GPU, no
-thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong or above the datasheet) and, for
+thermal or hardware slowdown, no result flagged busy, throttled, starved, wrong or above the datasheet, no loaded
+host: ``schemas.health_figures.LOADED_HOST_WAIT``) and, for
 these files, whole runs named with their reason: a GPU without a UUID (the lent machines are all called ``vm``: keyed
 by host, every such run would be one GPU again), a run with a window flagged ``starved`` (a loaded host slows figures
-the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged) or whose windows
-waited for a CPU a median ``LOADED_HOST_WAIT`` of their time, flagged or not, and a run
+the flag does not name: busy-host/loaded.json's BERT layer read 3 % below the quiet run's, unflagged), and a run
 measured with the relay or beside the compiling helper, named by run id in ``NAMED_OUT`` (relay/relay*.json: BERT's
 cells read up to 6.5 % slow, unflagged; both were removed from the agent). Check figures kept without their run
 files (health-*.json) carry no UUID and are not used.
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -88,12 +87,6 @@ POWER_RULE_SINCE = datetime(2026, 12, 3, 22, 12, tzinfo=timezone.utc)
 _RELAY = "measured with the relay (a third measuring process, removed: it moved BERT's cells beside it)"
 _HELPER = "measured with the compiling helper (a third process preparing beside the first child, removed)"
 _NO_CUDNN = "measured without cuDNN's attention (benchmarks/attention_without_cudnn.py): BERT's layers 1.7 % faster"
-#: A run whose windows' median ``host_wait`` reaches this was measured on a loaded host, flagged or not: every committed
-#: run beside 24 busy processes read 0.488-0.502 and every quiet one under 0.05. Such a run's unflagged figures can
-#: be off all the same: the H100's BERT layers alone beside busy processes (calls 25-27 of docs/results/h100.md, by
-#: the timer before graphs were sized on the device) read short layer cells up to 13.5 % slow, unflagged (fewer calls
-#: a graph), and a baseline is what a quiet host measures.
-LOADED_HOST_WAIT = 0.25
 #: Runs measured in a way the suite does not measure, named by run id with why: nothing in a run says so (a child that
 #: replaced one after a sticky error also makes three processes for one GPU). Beside a third process the agent no
 #: longer has: the relay's (relay/relay1.json, relay2.json) and the compiling helper's (compile-helper/hc1.json,
@@ -143,9 +136,6 @@ def left_out(run: RunSubmission) -> str | None:
         return "a GPU without a UUID cannot be counted once"
     if any("starved" in r.flags for r in run.results):
         return "measured on a loaded host (a window flagged starved)"
-    waits = [r.timing.host_wait for r in run.results if r.timing is not None and r.timing.host_wait is not None]
-    if waits and (wait := statistics.median(waits)) >= LOADED_HOST_WAIT:
-        return f"measured on a loaded host (its windows waited for a CPU a median {wait:.0%} of their time)"
     return NAMED_OUT.get(str(run.run_id))
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from schemas.environment import FAULT_REASONS
-from schemas.health_figures import UNHEALTHY_FLAGS
+from schemas.health_figures import LOADED_HOST_WAIT, UNHEALTHY_FLAGS
 
 from .errors import BadRequest
 from .tables import COUNTERS
@@ -182,9 +182,9 @@ class FleetReads(Queries):
     ) -> list[dict[str, Any]]:
         """Every figure value of agent-measured GPUs in healthy conditions (no other process on the GPU, no thermal or
         hardware slowdown, no result flagged one of ``UNHEALTHY_FLAGS``: busy, throttled, starved, wrong or above the
-        datasheet), with its card, suite, date and software: what a baseline is built from. ``model``: a regular
-        expression matched against the card (case-insensitive); ``since``: runs started then or later; ``tags``: runs
-        carrying each of them."""
+        datasheet, no loaded host: ``LOADED_HOST_WAIT``), with its card, suite, date and software: what a baseline is
+        built from. ``model``: a regular expression matched against the card (case-insensitive); ``since``: runs
+        started then or later; ``tags``: runs carrying each of them."""
         where: list[str] = []
         params: list[object] = []
         if model:
@@ -222,7 +222,9 @@ class FleetReads(Queries):
                   AND NOT list_has_any(coalesce(d.throttle_reasons_seen, []), [{slowdowns}])
                   AND NOT EXISTS (SELECT 1 FROM results x WHERE x.run_id = f.run_id
                                   AND x.gpu_index IS NOT DISTINCT FROM f.gpu_index
-                                  AND list_has_any(coalesce(x.flags, []), [{unhealthy}])){extra}
+                                  AND list_has_any(coalesce(x.flags, []), [{unhealthy}]))
+                  AND coalesce((SELECT median(x.host_wait) FROM results x WHERE x.run_id = f.run_id
+                                AND x.gpu_index IS NOT DISTINCT FROM f.gpu_index), 0) < {LOADED_HOST_WAIT}{extra}
                 ORDER BY d.card, f.figure, d.device_id, d.started_at""",
             params,
         )
