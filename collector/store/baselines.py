@@ -12,7 +12,7 @@ import duckdb
 
 from schemas.baselines import BaselineBundle, bundled, dump_bundle
 
-from .errors import CollectorError, NotFound
+from .errors import BadRequest, BaselineBundled, NotFound
 
 DDL = {
     "baselines": """CREATE TABLE IF NOT EXISTS baselines (
@@ -93,7 +93,7 @@ def resolve(cur: duckdb.DuckDBPyConnection, ident: str) -> tuple[str, str, str]:
     if not rows:
         raise NotFound(f"no baseline {ident!r}: `flopfleet-collector baseline list` shows them")
     if len(rows) > 1:
-        raise CollectorError(f"{ident!r} names {len(rows)} baselines ({', '.join(r[0][:12] for r in rows)}): give more "
+        raise BadRequest(f"{ident!r} names {len(rows)} baselines ({', '.join(r[0][:12] for r in rows)}): give more "
                              "of its id")  # fmt: skip
     return rows[0]
 
@@ -102,7 +102,7 @@ def remove(cur: duckdb.DuckDBPyConnection, ident: str) -> tuple[str, str]:
     """Remove an imported baseline (id prefix or name); a bundled one cannot be, it comes back at every start."""
     found, name, origin = resolve(cur, ident)
     if origin == "bundled":
-        raise CollectorError(f"baseline {name!r} ({found[:12]}) is bundled with this collector and cannot be removed; "
+        raise BaselineBundled(f"baseline {name!r} ({found[:12]}) is bundled with this collector and cannot be removed; "
                              "import one of more GPUs for the same card to take its place")  # fmt: skip
     cur.begin()
     try:

@@ -11,6 +11,7 @@ CollectorError
  ├── PayloadTooLarge     web: a body over the size limit, before or after gunzip (413)
  ├── BadEncoding         web: a Content-Encoding other than gzip, or gzip that does not inflate (415/400)
  ├── RunConflict         a run_id already stored with a different payload (409)
+ ├── BaselineBundled     a bundled baseline asked to be removed: it comes back at every start (409)
  ├── NotFound            no such run (404)
  ├── QueryRefused        SQL that is not one read-only statement (400)
  ├── QueryFailed         SQL that DuckDB could not run (400); QueryTimeout (sqlguard): stopped, with no rows (400);
@@ -62,6 +63,11 @@ class BadRequest(CollectorError):
 class RunConflict(CollectorError):
     status_code = 409
     code = "run_conflict"
+
+
+class BaselineBundled(CollectorError):
+    status_code = 409
+    code = "baseline_bundled"
 
 
 class NotFound(CollectorError):

@@ -548,6 +548,18 @@ def test_the_api_refuses_a_bad_bundle_naming_why_and_needs_an_admin_token(tmp_pa
         zipped = httpx.post(url, content=gzip.compress(json.dumps(data).encode()), timeout=30,
                             headers={**site.auth, "Content-Encoding": "gzip"})  # fmt: skip
         assert zipped.status_code == 201 and zipped.json()["cards"] == [CARD]
+        # Removing: a bundled one is a conflict (it comes back at every start), a name two bundles share is asked
+        # again by id, neither a server error; then the one named goes, with an admin token only.
+        shipped = httpx.delete(f"{url}/{bundled()[0].id[:12]}", headers=site.auth, timeout=30)
+        assert shipped.status_code == 409 and shipped.json()["error"]["code"] == "baseline_bundled"
+        twin = standard_too(data)
+        assert httpx.post(url, content=json.dumps(twin), headers=site.auth, timeout=30).status_code == 201
+        both = httpx.delete(f"{url}/{data['name']}", headers=site.auth, timeout=30)
+        assert both.status_code == 400 and "names 2 baselines" in both.json()["error"]["message"]
+        assert httpx.delete(f"{url}/{twin['sha256'][:12]}", timeout=30).status_code == 401
+        gone = httpx.delete(f"{url}/{twin['sha256'][:12]}", headers=site.auth, timeout=30)
+        assert gone.status_code == 200
+        assert gone.json() == {"id": twin["sha256"], "name": data["name"], "status": "removed"}
 
 
 def test_check_refuses_an_unreadable_baseline_file_as_unknown(tmp_path: Path) -> None:
