@@ -556,6 +556,7 @@ def test_the_api_refuses_a_bad_bundle_naming_why_and_needs_an_admin_token(tmp_pa
         assert httpx.post(url, content=json.dumps(twin), headers=site.auth, timeout=30).status_code == 201
         both = httpx.delete(f"{url}/{data['name']}", headers=site.auth, timeout=30)
         assert both.status_code == 400 and "names 2 baselines" in both.json()["error"]["message"]
+        assert httpx.get(f"{url}/{data['name']}", headers=site.auth, timeout=30).status_code == 400  # read alike
         assert httpx.delete(f"{url}/{twin['sha256'][:12]}", timeout=30).status_code == 401
         gone = httpx.delete(f"{url}/{twin['sha256'][:12]}", headers=site.auth, timeout=30)
         assert gone.status_code == 200
