@@ -94,7 +94,7 @@ def resolve(cur: duckdb.DuckDBPyConnection, ident: str) -> tuple[str, str, str]:
         raise NotFound(f"no baseline {ident!r}: `flopfleet-collector baseline list` shows them")
     if len(rows) > 1:
         raise BadRequest(f"{ident!r} names {len(rows)} baselines ({', '.join(r[0][:12] for r in rows)}): give more "
-                             "of its id")  # fmt: skip
+                         "of its id")  # fmt: skip
     return rows[0]
 
 
@@ -102,8 +102,8 @@ def remove(cur: duckdb.DuckDBPyConnection, ident: str) -> tuple[str, str]:
     """Remove an imported baseline (id prefix or name); a bundled one cannot be, it comes back at every start."""
     found, name, origin = resolve(cur, ident)
     if origin == "bundled":
-        raise BaselineBundled(f"baseline {name!r} ({found[:12]}) is bundled with this collector and cannot be removed; "
-                             "import one of more GPUs for the same card to take its place")  # fmt: skip
+        raise BaselineBundled(f"baseline {name!r} ({found[:12]}) is bundled with this collector and cannot be "
+                              "removed; import one of more GPUs for the same card to take its place")  # fmt: skip
     cur.begin()
     try:
         cur.execute("DELETE FROM baseline_figures WHERE baseline_id = ?", [found])

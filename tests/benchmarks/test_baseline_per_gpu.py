@@ -45,9 +45,8 @@ def test_the_bundle_counts_each_gpu_once_by_its_uuid_and_leaves_out_a_run_withou
     for name in ("standard1.json", "standard2.json", "third-lease/run-20261129T151758.json"):
         _copy(name, tmp_path)  # two GPUs: f1378432 twice, 466187dd once
     _copy("isolation/standard-process1.json", tmp_path, gpu_uuid=None)  # 2427eed8's run, its UUID taken away
-    (tmp_path / "loaded.json").write_text(
-        read_text(RESULTS / "busy-host" / "loaded.json")
-    )  # a loaded host: a starved window
+    loaded = read_text(RESULTS / "busy-host" / "loaded.json")  # a loaded host: a starved window
+    (tmp_path / "loaded.json").write_text(loaded)
     runs = committed(tmp_path)
     why = {c.run.gpus[0].uuid: left_out(c.run) for c in runs}
     assert why[None] == "a GPU without a UUID cannot be counted once"
