@@ -11,7 +11,9 @@ docs/results/<card>/ (``scripts/bundle_baselines.SHIPPED``):
     python benchmarks/baseline_leave_one_out.py --card h100
 
 Prints, in order: the bundle's health figures with the threshold verdicts hold a GPU to; each GPU's runs, used or
-why not; the leave-one-out table; the checks without a UUID; the count of false alarms (exit 1 if any).
+why not; the leave-one-out table; the checks without a UUID; the count of false alarms; then every healthy run of
+each GPU judged the same way, each as if it were that GPU's first (the lent machines' checks were each a first check,
+against a fresh collector): how often a healthy GPU's later check would alarm (exit 1 if anything alarmed).
 """
 
 from __future__ import annotations
@@ -95,16 +97,20 @@ def _judged(gpu: str, suite: str, path: str, verdict: GpuVerdict, bundle: Baseli
     return Judged(gpu, suite, path, max(gpus, default=0), verdict.level, figures)
 
 
-def leave_one_out(runs: Sequence[Committed], found: Sequence[Measurement]) -> list[Judged]:
+def leave_one_out(runs: Sequence[Committed], found: Sequence[Measurement], *, every: bool = False) -> list[Judged]:
     """Each GPU's first healthy run of each suite (``runs`` oldest first; runs of one GPU, as every lent machine's
-    here), judged against the baseline of the measurements ``found`` of every other GPU."""
+    here), judged against the baseline of the measurements ``found`` of every other GPU; with ``every``, each of its
+    healthy runs, each as if it were its first (a check against a fresh collector, as the lent machines' were)."""
     out, seen = [], set()
+    bundles: dict[str, BaselineBundle | None] = {}
     for c in runs:
         uuid = c.run.gpus[0].uuid if len(c.run.gpus) == 1 else None
-        if uuid is None or (uuid, c.run.suite) in seen or not used(c.run, found):
+        if uuid is None or (not every and (uuid, c.run.suite) in seen) or not used(c.run, found):
             continue
         seen.add((uuid, c.run.suite))
-        bundle, _ = bundle_of([m for m in found if m.device != uuid])
+        if uuid not in bundles:
+            bundles[uuid], _ = bundle_of([m for m in found if m.device != uuid])
+        bundle = bundles[uuid]
         (verdict,) = judge_locally([as_bundled(c.run)], BaselineIndex([(bundle, "file")] if bundle else []))
         out.append(_judged(short(uuid), c.run.suite, c.path, verdict, bundle))
     return out
@@ -181,6 +187,26 @@ def table(rows: Sequence[Judged]) -> list[str]:
     return lines
 
 
+def failing(row: Judged) -> str:
+    """The figures a judged run fails, with how far below the baseline each read and the threshold."""
+    below = [f"{k} {ratio - 1:+.1%} / {threshold:.1%}" for k, (ratio, threshold) in row.figures.items()
+             if ratio < 1 - threshold]  # fmt: skip
+    return ", ".join(below) or "no figure below its threshold"
+
+
+def lowest(rows: Sequence[Judged]) -> list[str]:
+    """Per suite and figure, the judged run that read it lowest against its baseline: how close a healthy GPU came to
+    the threshold (or how far past it)."""
+    lines = []
+    for suite in SUITES:
+        for key in HEALTH_FIGURES:
+            found = [(r.figures[key], r) for r in rows if r.suite == suite and key in r.figures]
+            if found:
+                (ratio, threshold), r = min(found, key=lambda x: x[0][0])
+                lines.append(f"  {suite:8} {key:16} {ratio - 1:+.1%} / {threshold:.1%}  {r.gpu} {r.path}")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--card", choices=sorted(SHIPPED), default="h200", help="whose committed runs")
@@ -210,10 +236,15 @@ def main() -> int:
         f"baseline without their GPU; {sum(r.false_alarm for r in kept)} of {len(kept)} checks kept without a UUID"
     )
     for r in alarms:
-        failing = [k for k, (ratio, threshold) in r.figures.items() if ratio < 1 - threshold]
-        on = ", ".join(failing) or "no figure below its threshold"
-        print(f"  {r.gpu} {r.suite} {r.path}: {r.level.value} on {on}")
-    return 1 if alarms else 0
+        print(f"  {r.gpu} {r.suite} {r.path}: {r.level.value} on {failing(r)}")
+    every = [r for r in leave_one_out(runs, found, every=True) if r.tested]
+    again = [r for r in every if r.false_alarm]
+    print(f"every healthy run, each judged as a first check: {len(again)} false alarms of {len(every)}")
+    for r in again:
+        print(f"  {r.gpu} {r.suite} {r.path}: {r.level.value} on {failing(r)}")
+    print("the lowest healthy run of each figure, over its baseline / that baseline's threshold:")
+    print("\n".join(lowest(every)))
+    return 1 if alarms or again else 0
 
 
 if __name__ == "__main__":

@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .baselines import BaselineEntry, BaselineFigure, BaselineIndex, baseline_threshold, card_power_w
+from .baselines import BaselineEntry, BaselineFigure, BaselineIndex, card_power_w
 from .gpu_specs import GpuSpec, match_spec, pcie_peak_gbps
 from .health_figures import datasheet_figure
-from .verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Reference, median, minimum_threshold
+from .verdicts import Reference, baseline_margin, median
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def sibling_reference(
     within = max(math.hypot(s.entry.figure.between_gpus or 0.0, s.entry.figure.within_gpu or 0.0) for s in found)
     spread = BaselineFigure(figure=figure, unit=found[0].entry.figure.unit, value=share * datasheet,
                             between_gpus=between, within_gpu=within, gpus=len(found))  # fmt: skip
-    margin = baseline_threshold(spread, minimum=minimum_threshold(figure), maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS)
+    margin = baseline_margin(spread)
     names = " and ".join(f"{s.entry.card} ({s.share:.1%})" if len(found) > 1 else s.entry.card for s in found)
     gpus = sum(s.entry.figure.gpus for s in found)
     detail = f"{share:.1%} of the datasheet's {datasheet:,.0f}, as on {names}, {gpus} GPU{'s' if gpus != 1 else ''}"

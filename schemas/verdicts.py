@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .base import Answer, Label, Text
-from .baselines import BaselineIndex, baseline_threshold, software_note
+from .baselines import BaselineFigure, BaselineIndex, baseline_threshold, software_note
 from .gpu_specs import match_spec, pcie_peak_gbps
 from .health_figures import HEALTH_FIGURES, datasheet_figure, label, unit
 
@@ -59,6 +59,16 @@ def minimum_threshold(figure: str) -> float:
     """A figure's least threshold: its own (``HealthFigure.min_threshold``: h2d's dips), else ``MIN_THRESHOLD``."""
     own = HEALTH_FIGURES[figure].min_threshold if figure in HEALTH_FIGURES else None
     return MIN_THRESHOLD if own is None else own
+
+
+def baseline_margin(figure: BaselineFigure) -> float:
+    """How far below a baseline figure (a card's, or its siblings' as one) a GPU may measure: ``baseline_threshold``
+    of its spreads, never under the figure's least threshold, nor under its least against a baseline
+    (``HealthFigure.baseline_min_threshold``: bf16's readings at the power limit)."""
+    key = figure.figure
+    against = HEALTH_FIGURES[key].baseline_min_threshold if key in HEALTH_FIGURES else None
+    least = max(minimum_threshold(key), against or 0.0)
+    return baseline_threshold(figure, minimum=least, maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS)
 
 
 #: A threshold is this many robust standard deviations (1.4826 MAD) of the run-to-run spread: with two of three
@@ -202,9 +212,7 @@ def baseline_reference(
     entry, at_default = baselines.lookup(card, default_card, figure, suite)
     if entry is None:
         return None, None
-    margin = baseline_threshold(
-        entry.figure, minimum=minimum_threshold(figure), maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS
-    )
+    margin = baseline_margin(entry.figure)
     notes = []
     if at_default:
         notes.append("its power limit is below the default; held against its card at the default limit")

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import re
 
-from schemas.baselines import BaselineBundle, BaselineFigure, CardBaseline, baseline_threshold
-from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, minimum_threshold
+from schemas.baselines import BaselineBundle, BaselineFigure, CardBaseline
+from schemas.verdicts import baseline_margin
 
 from ..store.errors import CollectorError
 
@@ -37,9 +37,7 @@ RULES_VERSION = "v0.12"
 
 def threshold(figure: BaselineFigure) -> float:
     """The threshold flopfleet's verdicts hold a GPU to against this baseline figure."""
-    return baseline_threshold(
-        figure, minimum=minimum_threshold(figure.figure), maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS
-    )
+    return baseline_margin(figure)
 
 
 def _slug(card: str) -> str:
@@ -69,7 +67,7 @@ def superbench(bundle: BaselineBundle) -> dict[str, str]:
         lines = [
             f"# SuperBench diagnosis rules for {name}, from flopfleet baseline {bundle.name!r} ({bundle.id}).",
             "# A metric fails when it is further below its baseline than flopfleet's threshold for it (the baseline's",
-            "# spread between GPUs, widened for few GPUs; 10 % without one).",
+            "# spreads, widened for few GPUs, never under the figure's least against a baseline; 10 % without them).",
             f"version: {RULES_VERSION}",
             "superbench:",
             "  rules:",

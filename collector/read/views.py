@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import RunSubmission
-from schemas.baselines import BaselineIndex, baseline_threshold
+from schemas.baselines import BaselineIndex
 from schemas.judgement import GpuJudgement
-from schemas.verdicts import MAX_THRESHOLD, SPREAD_SIGMAS, Level, minimum_threshold
+from schemas.verdicts import Level, baseline_margin
 
 from .. import __version__
 from ..analysis import baselines, compare, machines, regressions
@@ -249,8 +249,7 @@ def baseline_bands(index: BaselineIndex, card: str) -> list[BaselineBand]:
     bands = []
     for e in sorted(index.entries(card), key=lambda e: (e.suite != "health", e.suite, e.figure.figure)):
         f = e.figure
-        threshold = baseline_threshold(f, minimum=minimum_threshold(f.figure), maximum=MAX_THRESHOLD,
-                                       sigmas=SPREAD_SIGMAS)  # fmt: skip
+        threshold = baseline_margin(f)
         label = BY_KEY[f.figure].label if f.figure in BY_KEY else f.figure
         source = f"{e.bundle} ({e.origin}, {e.bundle_id})"
         bands.append(BaselineBand(f.figure, label, f.unit, e.suite, f.value, f.value * (1 - threshold), threshold,

@@ -100,6 +100,8 @@ def test_leaving_each_gpu_out_raises_no_false_alarm() -> None:
     standard, _ = _gpus_and_runs("standard")
     health, _ = _gpus_and_runs("health")
     assert found.groups() == ("0", str(standard + health), "0", "6")
+    every = re.search(r"every healthy run, each judged as a first check: (\d+) false alarms of (\d+)", done.stdout)
+    assert every is not None and every[1] == "0" and int(every[2]) > standard + health, done.stdout
     # every standard first run was judged against the other GPUs' baseline, at 3 % for fp32 at 4096, memory and BERT
     rows = [line for line in done.stdout.splitlines() if re.match(r"[0-9a-f]{8} standard ", line)]
     assert len(rows) == standard

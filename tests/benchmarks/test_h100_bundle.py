@@ -21,18 +21,19 @@ SHARES = ROOT / "docs" / "results" / "h100" / "call2-runs"
 def test_leaving_each_h100_out_alarms_only_on_the_slow_hosts_pinned_transfers() -> None:
     done = subprocess.run([sys.executable, "benchmarks/baseline_leave_one_out.py", "--card", "h100"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
-    found = re.search(r"false alarms: (\d+) of (\d+) first runs", done.stdout)
-    assert found is not None, done.stdout + done.stderr
-    tested = int(found[2])
-    assert tested >= 16  # 8 GPUs, a health and a standard first run each
+    first = re.search(r"false alarms: (\d+) of (\d+) first runs", done.stdout)
+    every = re.search(r"every healthy run, each judged as a first check: (\d+) false alarms of (\d+)", done.stdout)
+    assert first is not None and every is not None, done.stdout + done.stderr
+    assert int(first[2]) >= 16  # 8 GPUs, a health and a standard first run each
+    assert int(every[2]) > int(first[2])
     alarms = re.findall(r"^  (\w{8}) (\w+) \S+: \w+ on (.+)$", done.stdout, re.MULTILINE)
-    assert len(alarms) == int(found[1])
-    # The hosts whose pinned h2d read low in the run judged: GPU-369c078e (…d581d407) at 37-42 GB/s in every run,
-    # GPU-7240dead (…f9ac04b5) at 41.6 in its quiet standard run and 55 in its checks; every other lent machine 55.
-    # That run's bf16 at -3.9 % fails the standard suite's 3.2 % too, a false reason (docs/results/h100.md, "The
-    # bundled H100 baseline"): every alarm names h2d, and only that run names anything else.
-    assert alarms and all(gpu in {"d581d407", "f9ac04b5"} and "h2d" in on.split(", ") for gpu, _, on in alarms), alarms
-    assert all(on == "h2d" for gpu, _, on in alarms if gpu != "f9ac04b5"), alarms
+    assert len(alarms) == int(first[1]) + int(every[1])
+    # The hosts whose pinned h2d read low: GPU-369c078e (…d581d407) at 37-42 GB/s in every run, GPU-7240dead
+    # (…f9ac04b5) at 41.6 in its quiet standard run and 55 in its checks; every other lent machine 55. Every alarm is
+    # theirs and h2d alone: BF16 matmul's 8 % (``HealthFigure.min_threshold``) holds the healthy checks that read it
+    # 5.3-6.4 % low (GPU-674b31db twice in a row; docs/results/h100.md, "The bundled H100 baseline").
+    assert alarms and all(gpu in {"d581d407", "f9ac04b5"} for gpu, _, _ in alarms), alarms
+    assert all(re.fullmatch(r"h2d -\d+\.\d% / 10\.0%", on) for _, _, on in alarms), alarms
 
 
 def test_a_half_percent_share_of_the_h100_is_caught_by_the_bundle_and_healthy_checks_are_not() -> None:
