@@ -61,12 +61,9 @@ class HealthFigure:
     measured_by: str
     #: Digits people see.
     digits: int = 1
-    #: Its own least threshold, where its healthy runs dip further than their spread says (else the rule's).
+    #: Its own least threshold, where its healthy runs dip further than their spread says (else the rule's): the
+    #: spreads are medians of absolute deviations, which do not see a tail of readings.
     min_threshold: float | None = None
-    #: Its least threshold against a baseline (a card's, or its siblings'), where another GPU's single reading dips
-    #: further than the baseline's spreads say; its own history and its peers keep ``min_threshold``, since their
-    #: spread is measured on the GPUs judged.
-    baseline_min_threshold: float | None = None
 
     def selects(self, result: object) -> bool:
         """Whether ``result`` is of this figure (trusted or not): its benchmark and every matched param, equal."""
@@ -86,12 +83,12 @@ HEALTH_FIGURES: dict[str, HealthFigure] = {
     for f in (
         # The best product of any size: on the H200 the health profile's 8192^3, held at the 700 W limit, where
         # healthy GPUs differ by how much work a watt buys them (0.91 % between 13 of them, docs/baselines.md). At
-        # that limit one GPU's readings move too: healthy H100 checks read it 5.3-6.4 % below the other GPUs'
-        # baseline in 3 of 56, two of them in a row on one GPU (a confirmed `slow` at the spreads' 4.8 %), where
-        # each GPU's median spread says 0.14 % (docs/results/h100.md, "Every healthy run"), hence 8 % against a
-        # baseline. A GPU-wide slowdown is caught by the figures at full clock, at 3 %.
+        # that limit one GPU's readings move too, where each GPU's median spread says 0.14 %: healthy H100 checks
+        # read it 5.3-6.4 % below the other GPUs' baseline in 3 of 56, two in a row on one GPU (a confirmed `slow`
+        # at the spreads' 4.8 %), 4 of 18 more than 3 % below the GPU's own other runs (docs/baselines.md, "Every
+        # healthy run"), hence 8 %. A GPU-wide slowdown is caught by the figures at full clock, at 3 %.
         HealthFigure("matmul_bf16", "BF16 matmul", "TFLOPS", "higher", "matmul", {"dtype": "bf16"}, "tflops",
-                     ("bf16", 0.35), "matmul", baseline_min_threshold=0.08),
+                     ("bf16", 0.35), "matmul", min_threshold=0.08),
         # A product that runs at full clock, under the power limit (4096^3 in fp32 on the H200: a median SM clock of
         # 1965-1980 MHz of 1980 in every healthy check; bf16 at 2048^3, replayed back to back, met the limit and fell to
         # 345 MHz, docs/results/h200.md): the GPU's work rate apart from its power efficiency, 51.2-51.4 TFLOPS on 15

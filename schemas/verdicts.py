@@ -56,19 +56,17 @@ DEFAULT_THRESHOLD = 0.05
 
 
 def minimum_threshold(figure: str) -> float:
-    """A figure's least threshold: its own (``HealthFigure.min_threshold``: h2d's dips), else ``MIN_THRESHOLD``."""
+    """A figure's least threshold: its own (``HealthFigure.min_threshold``: h2d's dips, bf16's readings at the power
+    limit), else ``MIN_THRESHOLD``."""
     own = HEALTH_FIGURES[figure].min_threshold if figure in HEALTH_FIGURES else None
     return MIN_THRESHOLD if own is None else own
 
 
 def baseline_margin(figure: BaselineFigure) -> float:
     """How far below a baseline figure (a card's, or its siblings' as one) a GPU may measure: ``baseline_threshold``
-    of its spreads, never under the figure's least threshold, nor under its least against a baseline
-    (``HealthFigure.baseline_min_threshold``: bf16's readings at the power limit)."""
-    key = figure.figure
-    against = HEALTH_FIGURES[key].baseline_min_threshold if key in HEALTH_FIGURES else None
-    least = max(minimum_threshold(key), against or 0.0)
-    return baseline_threshold(figure, minimum=least, maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS)
+    of its spreads, within the figure's least threshold and ``MAX_THRESHOLD``."""
+    minimum = minimum_threshold(figure.figure)
+    return baseline_threshold(figure, minimum=minimum, maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS)
 
 
 #: A threshold is this many robust standard deviations (1.4826 MAD) of the run-to-run spread: with two of three

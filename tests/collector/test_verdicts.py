@@ -24,12 +24,16 @@ from schemas.verdicts import (
     floor_of,
     gpu_level,
     judge,
+    minimum_threshold,
     threshold_from_spread,
 )
 from tests.factories import T0, bandwidth, gpu, layer, make_run, matmul, transfer
 from tests.servers import serve_collector
 
 H200 = "NVIDIA H200"
+#: A memory figure of 4,200 GB/s in the units of a bf16 figure of 680 TFLOPS: the tests of the threshold rule that vary
+#: one steady figure vary memory (bf16 matmul has a least threshold of its own, ``HealthFigure.min_threshold``).
+GBPS = 4200.0 / 680.0
 
 
 def _add(
@@ -99,51 +103,54 @@ def test_a_gpu_that_drops_against_its_own_history_is_caught_without_peers(tmp_pa
         judged = v.figures["matmul_bf16"]
         assert v.level is Level.slow and [r.name for r in judged.references] == ["history", "floor"]
         assert "below its own median over" in v.reasons[0]
-        # Its history's spread is about 0.3 %: the threshold is the minimum, not the old fixed 5 %.
-        assert judged.threshold == MIN_THRESHOLD
+        # Its history's spread is about 0.3 %: the threshold is the figure's least (bf16 matmul's own 8 %: one GPU's
+        # readings at the power limit move by several percent), and a steady figure's the rule's 3 %.
+        assert judged.threshold == minimum_threshold("matmul_bf16") == 0.08
+        assert v.figures["memory"].threshold == MIN_THRESHOLD
 
 
 def test_a_gpu_measured_by_two_suites_is_held_against_its_own_history_in_the_suite_of_its_newest(
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    """The standard suite's matmul read 680 on this lone GPU for six runs; the health profile, timed differently,
-    reads 3.5 % lower, steadily. Held against a history of both, the step between the suites widened its threshold
-    to 7.7 %, then 13.9 %, and a real 4 % drop went unseen; held against its health runs, the threshold stays the
-    minimum and the drop is caught."""
+    """The standard suite's memory figure read 4,200 GB/s on this lone GPU for six runs; the health profile, measured
+    differently, reads 3.5 % lower, steadily. Held against a history of both, the step between the suites widened
+    its threshold to 7.7 %, then 13.9 %, and a real 4 % drop went unseen; held against its health runs, the
+    threshold stays the minimum and the drop is caught."""
     with Store(tmp_path / "f.duckdb") as store:
-        for hour, bf16 in enumerate((680.0, 684.0, 677.0, 681.0, 679.0, 683.0)):
-            _add(store, "solo", hour, bf16, suite="standard")
-        for hour, bf16 in enumerate((656.0, 657.0, 655.0, 656.0, 658.0, 656.0), start=6):
-            _add(store, "solo", hour, bf16, suite="health")
+        for hour, gbps in enumerate((680.0, 684.0, 677.0, 681.0, 679.0, 683.0)):
+            _add(store, "solo", hour, 680.0, memory=gbps * GBPS, suite="standard")
+        for hour, gbps in enumerate((656.0, 657.0, 655.0, 656.0, 658.0, 656.0), start=6):
+            _add(store, "solo", hour, 680.0, memory=gbps * GBPS, suite="health")
         v = _verdicts(store)["solo"]
-        judged = v.figures["matmul_bf16"]
+        judged = v.figures["memory"]
         history = next(r for r in judged.references if r.name == "history")
         assert v.level is Level.ok and judged.threshold == MIN_THRESHOLD, v.reasons
-        assert history.value == pytest.approx(656.0, abs=1.0) and history.count == 3  # its health runs only
-        _add(store, "solo", 12, 630.0, suite="health")
-        _add(store, "solo", 13, 631.0, suite="health")
+        assert history.value == pytest.approx(656.0 * GBPS, abs=GBPS) and history.count == 3  # its health runs only
+        _add(store, "solo", 12, 680.0, memory=630.0 * GBPS, suite="health")
+        _add(store, "solo", 13, 680.0, memory=631.0 * GBPS, suite="health")
         assert _verdicts(store)["solo"].level is Level.slow  # 4 % below its health runs, twice
 
 
 def test_a_gpus_peers_are_the_gpus_its_newest_suite_measured(tmp_path: Path) -> None:
-    """Three H200s measured by the standard suite read 680; two checked by the health profile read a steady 3.5 %
-    lower, as that suite does. Held against all four others (median 679, a 3 % threshold from their steady
-    histories) the health GPUs were confirmed slow; their peers are the GPUs the health profile measured, and a
-    real drop beside them is still caught."""
+    """Three H200s measured by the standard suite read a memory figure of 4,200 GB/s; two checked by the health
+    profile read a steady 3.5 % lower, as if that suite measured it so. Held against all four others (their median,
+    a 3 % threshold from their steady histories) the health GPUs were confirmed slow; their peers are the GPUs the
+    health profile measured, and a real drop beside them is still caught."""
     with Store(tmp_path / "f.duckdb") as store:
         for hour, jitter in enumerate((0.0, 1.0, -1.0, 0.5, -0.5, 0.0)):
-            for host, bf16 in (("s0", 680.0), ("s1", 682.0), ("s2", 678.0)):
-                _add(store, host, hour, bf16 + jitter, suite="standard")
-            _add(store, "h0", hour, 656.0 + jitter, suite="health")
-            _add(store, "h1", hour, 657.0 + jitter, suite="health")
+            for host, gbps in (("s0", 680.0), ("s1", 682.0), ("s2", 678.0)):
+                _add(store, host, hour, 680.0, memory=(gbps + jitter) * GBPS, suite="standard")
+            _add(store, "h0", hour, 680.0, memory=(656.0 + jitter) * GBPS, suite="health")
+            _add(store, "h1", hour, 680.0, memory=(657.0 + jitter) * GBPS, suite="health")
         verdicts = _verdicts(store)
-        judged = verdicts["h0"].figures["matmul_bf16"]
+        judged = verdicts["h0"].figures["memory"]
         peers = next(r for r in judged.references if r.name == "peers")
-        assert judged.threshold == MIN_THRESHOLD and (peers.value, peers.count) == (657.0, 1), judged
+        assert judged.threshold == MIN_THRESHOLD and peers.count == 1, judged
+        assert peers.value == pytest.approx(657.0 * GBPS), judged
         assert verdicts["h0"].level is Level.ok and verdicts["h1"].level is Level.ok, verdicts["h0"].reasons
         assert verdicts["s0"].level is Level.ok  # and the standard suite's GPUs are each other's
-        _add(store, "h0", 6, 630.0, suite="health")
-        _add(store, "h0", 7, 631.0, suite="health")
+        _add(store, "h0", 6, 680.0, memory=630.0 * GBPS, suite="health")
+        _add(store, "h0", 7, 680.0, memory=631.0 * GBPS, suite="health")
         assert _verdicts(store)["h0"].level is Level.slow  # 4 % below its health peer, twice
 
 
@@ -172,7 +179,7 @@ def test_a_noisy_figure_gets_a_wider_threshold_and_its_noise_is_no_alarm(tmp_pat
         memory = verdicts["n0"].figures["memory"]
         assert 0.05 < memory.threshold <= MAX_THRESHOLD
         assert memory.level is Level.ok and verdicts["n0"].level is Level.ok
-        assert verdicts["n0"].figures["matmul_bf16"].threshold == MIN_THRESHOLD  # the steady figure stays tight
+        assert verdicts["n0"].figures["bert_fwdbwd"].threshold == MIN_THRESHOLD  # the steady figure stays tight
 
 
 @pytest.mark.parametrize(
