@@ -62,19 +62,19 @@ def minimum_threshold(figure: str) -> float:
     return MIN_THRESHOLD if own is None else own
 
 
-def baseline_margin(figure: BaselineFigure) -> float:
-    """How far below a baseline figure (a card's, or its siblings' as one) a GPU may measure: ``baseline_threshold``
-    of its spreads, within the figure's least threshold and ``MAX_THRESHOLD``."""
-    minimum = minimum_threshold(figure.figure)
-    return baseline_threshold(figure, minimum=minimum, maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS)
-
-
 #: A threshold is this many robust standard deviations (1.4826 MAD) of the run-to-run spread: with two of three
 #: measurements required, a healthy GPU fails by chance about once in 10^5 verdicts.
 SPREAD_SIGMAS = 3.0
 #: Per-GPU histories needed before a pooled spread replaces the default, and measurements each.
 SPREAD_MIN_GPUS = 1
 SPREAD_MIN_RUNS = 4
+
+
+def baseline_margin(figure: BaselineFigure) -> float:
+    """How far below a baseline figure (a card's, or its siblings' as one) a GPU may measure: ``baseline_threshold``
+    of its spreads, within the figure's least threshold and ``MAX_THRESHOLD``."""
+    minimum = minimum_threshold(figure.figure)
+    return baseline_threshold(figure, minimum=minimum, maximum=MAX_THRESHOLD, sigmas=SPREAD_SIGMAS)
 
 
 def floor_of(

@@ -67,7 +67,7 @@ def superbench(bundle: BaselineBundle) -> dict[str, str]:
         lines = [
             f"# SuperBench diagnosis rules for {name}, from flopfleet baseline {bundle.name!r} ({bundle.id}).",
             "# A metric fails when it is further below its baseline than flopfleet's threshold for it (the baseline's",
-            "# spreads, widened for few GPUs, never under the figure's least against a baseline; 10 % without them).",
+            "# spreads, widened for few GPUs, never under the figure's least threshold; 10 % without them).",
             f"version: {RULES_VERSION}",
             "superbench:",
             "  rules:",
