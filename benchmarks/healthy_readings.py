@@ -46,14 +46,14 @@ Readings = dict[tuple[str, str], dict[str, list[float]]]
 
 def readings(card: str) -> Readings:
     """Every healthy reading of each health figure, per GPU, in the order the runs started."""
-    runs = sorted(committed(SHIPPED[card].results), key=lambda c: c.run.started_at)
-    found = stored([as_bundled(c.run) for c in runs if left_out(c.run) is None])
+    runs = [as_bundled(c.run) for c in sorted(committed(SHIPPED[card].results), key=lambda c: c.run.started_at)]
+    found = stored([run for run in runs if left_out(run) is None])
     out: Readings = {}
-    for c in runs:
-        if len(c.run.gpus) != 1 or c.run.gpus[0].uuid is None or not used(c.run, found):
+    for run in runs:
+        if len(run.gpus) != 1 or run.gpus[0].uuid is None or not used(run, found):
             continue
-        for (_, figure), value in figure_values(as_bundled(c.run).results).items():
-            out.setdefault((c.run.suite, figure), {}).setdefault(c.run.gpus[0].uuid, []).append(value)
+        for (_, figure), value in figure_values(run.results).items():
+            out.setdefault((run.suite, figure), {}).setdefault(run.gpus[0].uuid, []).append(value)
     return out
 
 

@@ -31,7 +31,7 @@ def test_leaving_each_h100_out_alarms_only_on_the_slow_hosts_pinned_transfers() 
     # The hosts whose pinned h2d read low: GPU-369c078e (…d581d407) at 37-42 GB/s in every run, GPU-7240dead
     # (…f9ac04b5) at 41.6 in its quiet standard run and 55 in its checks; every other lent machine 55. Every alarm is
     # theirs and h2d alone: BF16 matmul's 8 % (``HealthFigure.min_threshold``) holds the healthy checks that read it
-    # 5.3-6.4 % low (GPU-674b31db twice in a row; docs/results/h100.md, "The bundled H100 baseline").
+    # 5.3-6.4 % low (GPU-674b31db twice in a row; docs/results/h100.md, "Every healthy run, each as a first check").
     assert alarms and all(gpu in {"d581d407", "f9ac04b5"} for gpu, _, _ in alarms), alarms
     assert all(re.fullmatch(r"h2d -\d+\.\d% / 10\.0%", on) for _, _, on in alarms), alarms
 
